@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libsdp public header: Sockets Direct Protocol sockets for ordinary programs.
+ *
+ * A program linked with -lsdp, or started with LD_PRELOAD=libsdp.so (sdp_run),
+ * creates an SDP socket with socket(AF_INET_SDP, SOCK_STREAM, 0) (or
+ * AF_INET6_SDP) and then uses the ordinary socket calls with ordinary
+ * sockaddr_in / sockaddr_in6 addresses.
+ */
+#ifndef SDP_SDP_H
+#define SDP_SDP_H
+
+/* Address families of the classic Linux SDP stack (ib_sdp). */
+#define AF_INET_SDP 27
+#define PF_INET_SDP AF_INET_SDP
+#define AF_INET6_SDP 28
+#define PF_INET6_SDP AF_INET6_SDP
+
+/* setsockopt/getsockopt(SOL_TCP, ...) options, numbered as in ib_sdp. */
+#define SDP_ZCOPY_THRESH 80	/* int: 0 = ZCopy off, else smallest ZCopy size */
+#define SDP_LAST_BIND_ERR 81	/* int, get only: last transport bind result */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Library version string, e.g. "0.1.0". */
+const char *sdp_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SDP_SDP_H */

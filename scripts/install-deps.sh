@@ -1,0 +1,25 @@
+#!/bin/sh
+# Install the Debian packages libsdp needs to build and test, if missing.
+# Runs apt-get as root (directly, or through sudo when available).
+set -eu
+pkgs="gcc make cmake ninja-build pkg-config libc6-dev python3 procps iproute2 util-linux"
+[ -n "${SDP_EXTRA_PKGS:-}" ] && pkgs="$pkgs $SDP_EXTRA_PKGS"
+missing=""
+for p in $pkgs; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+		missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "install-deps: installing:$missing"
+if [ "$(id -u)" -eq 0 ]; then
+	SUDO=""
+elif command -v sudo >/dev/null 2>&1; then
+	SUDO="sudo"
+else
+	echo "install-deps: need root to install:$missing" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q >/dev/null || echo "install-deps: apt-get update failed, trying the cached lists" >&2
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -q --no-install-recommends $missing >/dev/null

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config.c — tunables from the environment, parsed once.  A malformed value is
+ * reported on stderr (naming the variable) and the default is kept: a typo
+ * must never silently change behaviour nor stop the program.
+ */
+#include "engine/config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct sdp_config sdp_cfg = {
+	.recv_bufs = 8,
+	.recv_buf_size = 32768 + 16,
+	.sndbuf = 128 * 1024,
+	.rcvbuf = 256 * 1024,
+	.spin_us = 0,
+	.nagle_us = 5000,
+	.close_timeout_ms = 60000,
+	.transport = "shm",
+	.log_level = 0,
+};
+
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+
+static void env_u32(const char *name, uint32_t *out, uint32_t min, uint32_t max)
+{
+	const char *s = getenv(name);
+	char *end;
+	unsigned long long v;
+
+	if (!s || !*s)
+		return;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || *end || v < min || v > max) {
+		fprintf(stderr, "libsdp: ignoring %s=\"%s\": expected an integer "
+			"in [%u, %u]\n", name, s, min, max);
+		return;
+	}
+	*out = (uint32_t)v;
+}
+
+static void config_load(void)
+{
+	uint32_t lvl = 0;
+	const char *t;
+
+	env_u32("SDP_RECV_BUFS", &sdp_cfg.recv_bufs, 4, 1024);
+	env_u32("SDP_RECV_BUF_SIZE", &sdp_cfg.recv_buf_size, 1024, 1u << 24);
+	env_u32("SDP_SNDBUF", &sdp_cfg.sndbuf, 4096, 1u << 30);
+	env_u32("SDP_RCVBUF", &sdp_cfg.rcvbuf, 4096, 1u << 30);
+	env_u32("SDP_SPIN_US", &sdp_cfg.spin_us, 0, 1000000);
+	env_u32("SDP_NAGLE_US", &sdp_cfg.nagle_us, 0, 1000000);
+	env_u32("SDP_CLOSE_TIMEOUT_MS", &sdp_cfg.close_timeout_ms, 1, 3600000);
+	env_u32("SDP_LOG", &lvl, 0, 3);
+	sdp_cfg.log_level = (int)lvl;
+	t = getenv("SDP_TRANSPORT");
+	if (t && *t) {
+		if (!strcmp(t, "shm") || !strcmp(t, "loop"))
+			sdp_cfg.transport = t;
+		else
+			fprintf(stderr, "libsdp: ignoring SDP_TRANSPORT=\"%s\": "
+				"expected shm or loop\n", t);
+	}
+}
+
+void sdp_config_init(void)
+{
+	pthread_once(&config_once, config_load);
+}
+
+void sdp_log(int level, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	int n, saved = errno;
+
+	if (level > sdp_cfg.log_level)
+		goto out;
+	n = snprintf(buf, sizeof(buf), "libsdp[%d]: ", (int)getpid());
+	va_start(ap, fmt);
+	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	/* write(2) directly: never recurse into interposed stdio paths. */
+	if (write(2, buf, (size_t)n) < 0) {
+		/* nothing sensible to do */
+	}
+out:
+	errno = saved;
+}

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config.h — process-wide tunables, read once from the environment.
+ * Every variable is documented in README.md ("Environment variables").
+ */
+#ifndef SDP_CONFIG_H
+#define SDP_CONFIG_H
+
+#include <stdint.h>
+
+struct sdp_config {
+	uint32_t recv_bufs;	/* SDP_RECV_BUFS: private receive buffers per conn */
+	uint32_t recv_buf_size;	/* SDP_RECV_BUF_SIZE: bytes per buffer, BSDH incl. */
+	uint32_t sndbuf;	/* SDP_SNDBUF: default send queue bytes */
+	uint32_t rcvbuf;	/* SDP_RCVBUF: reported SO_RCVBUF default */
+	uint32_t spin_us;	/* SDP_SPIN_US: busy-poll before sleeping */
+	uint32_t nagle_us;	/* SDP_NAGLE_US: max hold time of a small send */
+	uint32_t close_timeout_ms; /* SDP_CLOSE_TIMEOUT_MS: orphan FIN_WAIT limit */
+	const char *transport;	/* SDP_TRANSPORT: "shm" (default) or "loop" */
+	int log_level;		/* SDP_LOG: 0 silent .. 3 debug */
+};
+
+extern struct sdp_config sdp_cfg;
+
+/* Idempotent, thread-safe. */
+void sdp_config_init(void);
+
+void sdp_log(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#define SDP_LOG_ERR 1
+#define SDP_LOG_INFO 2
+#define SDP_LOG_DEBUG 3
+
+#endif

@@ -1,0 +1,535 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conn.c — connection life: allocation, the Hello/HelloAck handshake (active
+ * and passive), the state machine, close (graceful, abortive, orphaned) and
+ * the per-connection progress step that the progress thread and application
+ * threads both run under the connection lock.
+ */
+#include "engine/conn.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/config.h"
+#include "engine/progress.h"
+
+static atomic_uint conn_ids;
+
+uint64_t sdp_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+const char *sdp_state_name(enum sdp_state st)
+{
+	static const char *const names[SDP_ST_COUNT] = {
+		[SDP_ST_CLOSED] = "CLOSED",
+		[SDP_ST_CONNECTING] = "CONNECTING",
+		[SDP_ST_ESTABLISHED] = "ESTABLISHED",
+		[SDP_ST_FIN_WAIT] = "FIN_WAIT",
+		[SDP_ST_CLOSE_WAIT] = "CLOSE_WAIT",
+		[SDP_ST_LAST_ACK] = "LAST_ACK",
+		[SDP_ST_TIME_WAIT] = "TIME_WAIT",
+		[SDP_ST_RESET] = "RESET",
+	};
+
+	return (unsigned)st < SDP_ST_COUNT ? names[st] : "?";
+}
+
+const char *sdp_reason_str(enum sdp_reason r)
+{
+	switch (r) {
+#define X(name, text) case SDP_REASON_##name: return text;
+	SDP_REASON_MAP(X)
+#undef X
+	}
+	return "?";
+}
+
+/*
+ * Allowed transitions.  Anything else is an engine bug: refuse it (log and
+ * reset the connection) rather than carry on in an impossible state.
+ */
+#define BIT(s) (1u << (s))
+static const unsigned allowed_from[SDP_ST_COUNT] = {
+	[SDP_ST_CLOSED] = ~0u,
+	[SDP_ST_CONNECTING] = BIT(SDP_ST_CLOSED),
+	[SDP_ST_ESTABLISHED] = BIT(SDP_ST_CONNECTING) | BIT(SDP_ST_CLOSED),
+	[SDP_ST_FIN_WAIT] = BIT(SDP_ST_ESTABLISHED),
+	[SDP_ST_CLOSE_WAIT] = BIT(SDP_ST_ESTABLISHED),
+	[SDP_ST_LAST_ACK] = BIT(SDP_ST_CLOSE_WAIT),
+	[SDP_ST_TIME_WAIT] = BIT(SDP_ST_FIN_WAIT) | BIT(SDP_ST_LAST_ACK),
+	[SDP_ST_RESET] = ~0u,
+};
+
+int sdp_conn_set_state_locked(struct sdp_conn *c, enum sdp_state to)
+{
+	if (!(allowed_from[to] & BIT(c->state))) {
+		sdp_log(SDP_LOG_ERR, "conn %u: refused transition %s -> %s",
+			c->id, sdp_state_name(c->state), sdp_state_name(to));
+		return -EPROTO;
+	}
+	sdp_log(SDP_LOG_DEBUG, "conn %u: %s -> %s", c->id,
+		sdp_state_name(c->state), sdp_state_name(to));
+	c->state = to;
+	return 0;
+}
+
+const struct sdp_transport_ops *sdp_tp_default(void)
+{
+	sdp_config_init();
+	if (!strcmp(sdp_cfg.transport, "loop"))
+		return sdp_loop_transport.ops;
+	return sdp_shm_transport.ops;
+}
+
+int sdp_conn_alloc(struct sdp_conn **out)
+{
+	struct sdp_conn *c;
+
+	sdp_config_init();
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	pthread_mutex_init(&c->lock, NULL);
+	atomic_init(&c->refs, 1);
+	c->id = atomic_fetch_add(&conn_ids, 1) + 1;
+	c->state = SDP_ST_CLOSED;
+	c->nbufs = sdp_cfg.recv_bufs;
+	c->buf_size = sdp_cfg.recv_buf_size;
+	c->sndbuf = sdp_cfg.sndbuf;
+	c->rcvbuf = sdp_cfg.rcvbuf;
+	c->tx_next_mseq = 1;
+	*out = c;
+	return 0;
+}
+
+void sdp_conn_get(struct sdp_conn *c)
+{
+	atomic_fetch_add(&c->refs, 1);
+}
+
+static void conn_free(struct sdp_conn *c)
+{
+	if (c->qp)
+		SDP_TP(c->qp)->destroy_qp(c->qp);
+	free(c->rxq);
+	free(c->txq);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+void sdp_conn_put(struct sdp_conn *c)
+{
+	if (atomic_fetch_sub(&c->refs, 1) == 1)
+		conn_free(c);
+}
+
+/* Create the QP, its receive ring bookkeeping, and post every receive. */
+static int conn_setup_qp(struct sdp_conn *c, struct sdp_qp *qp)
+{
+	uint32_t i;
+	int r;
+
+	c->qp = qp;
+	SDP_TP(qp)->query_caps(qp, &c->caps);
+	c->rmr = SDP_TP(qp)->recv_region(qp);
+	if (!c->rmr || c->rmr->length < (size_t)c->nbufs * c->buf_size)
+		return -ENOMEM;
+	c->rxq = calloc(c->nbufs, sizeof(*c->rxq));
+	if (!c->rxq)
+		return -ENOMEM;
+	for (i = 0; i < c->nbufs; i++) {
+		r = sdp_rx_post_locked(c, i);
+		if (r < 0)
+			return r;
+	}
+	c->adv_bufs = (uint16_t)c->posted;
+	return 0;
+}
+
+static void qp_attr(const struct sdp_conn *c, struct sdp_qp_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->max_send_wr = 64;
+	a->max_recv_wr = c->nbufs;
+	a->recv_region_size = c->nbufs * c->buf_size;
+}
+
+static void addr_to_hello_ip(const struct sockaddr *sa, uint8_t ip[16],
+			     uint16_t *port)
+{
+	memset(ip, 0, 16);
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *sin = (const void *)sa;
+
+		memcpy(ip + 12, &sin->sin_addr, 4);
+		if (port)
+			*port = ntohs(sin->sin_port);
+	} else {
+		const struct sockaddr_in6 *sin6 = (const void *)sa;
+
+		memcpy(ip, &sin6->sin6_addr, 16);
+		if (port)
+			*port = ntohs(sin6->sin6_port);
+	}
+}
+
+int sdp_conn_connect(struct sdp_conn *c, struct sdp_listener *local,
+		     const struct sockaddr *dst, socklen_t len)
+{
+	const struct sdp_transport_ops *ops = sdp_tp_default();
+	uint8_t priv[SDP_HELLO_SIZE];
+	struct sdp_hello h;
+	struct sdp_qp_attr attr;
+	struct sdp_qp *qp = NULL;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	qp_attr(c, &attr);
+	r = ops->create_qp(&attr, &qp);
+	if (r < 0)
+		goto out_unlock;
+	r = conn_setup_qp(c, qp);
+	if (r < 0)
+		goto out_unlock;
+
+	memset(&h, 0, sizeof(h));
+	h.bsdh.mid = SDP_MID_HELLO;
+	h.bsdh.bufs = (uint16_t)c->posted;
+	h.bsdh.len = SDP_HELLO_SIZE;
+	h.major = SDP_VERSION_MAJOR;
+	h.minor = SDP_VERSION_MINOR;
+	h.ip_version = dst->sa_family == AF_INET ? 4 : 6;
+	h.max_adverts = 1;
+	h.des_rem_rcv_sz = c->buf_size;
+	h.local_rcv_sz = c->buf_size;
+	addr_to_hello_ip(dst, h.dst_ip, NULL);
+	if (local) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+
+		if (ops->bound_addr(local, &ss, &sl) == 0 &&
+		    ss.ss_family == dst->sa_family)
+			addr_to_hello_ip((struct sockaddr *)&ss, h.src_ip,
+					 &h.local_port);
+	}
+	r = sdp_wire_encode_hello(&h, priv, sizeof(priv));
+	if (r < 0)
+		goto out_unlock;
+	r = sdp_conn_set_state_locked(c, SDP_ST_CONNECTING);
+	if (r < 0)
+		goto out_unlock;
+	r = SDP_TP(qp)->connect(qp, local, dst, len, priv, SDP_HELLO_SIZE);
+	if (r < 0) {
+		c->state = SDP_ST_CLOSED;
+		goto out_unlock;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return sdp_progress_add_conn(c);
+
+out_unlock:
+	if (local && r < 0 && !c->qp)
+		ops->close_listener(local);
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+/* Active side: the CM answered.  Returns 0, or -errno if refused/failed. */
+static int conn_handle_cm_event_locked(struct sdp_conn *c)
+{
+	struct sdp_cm_event ev;
+	struct sdp_hello_ack ack;
+	int r;
+
+	r = SDP_TP(c->qp)->get_event(c->qp, &ev);
+	if (r == -EAGAIN)
+		return 0;
+	if (r < 0)
+		return r;
+	switch (ev.type) {
+	case SDP_CM_ESTABLISHED:
+		r = sdp_wire_decode_hello_ack(ev.priv, ev.priv_len, &ack);
+		if (r < 0) {
+			sdp_log(SDP_LOG_ERR, "conn %u: bad HelloAck (%d)",
+				c->id, r);
+			return -ECONNREFUSED;
+		}
+		c->peer_rcv_sz = ack.act_rcv_sz;
+		c->tx_credits = ack.bsdh.bufs;
+		SDP_TP(c->qp)->addresses(c->qp, &c->addr);
+		return sdp_conn_set_state_locked(c, SDP_ST_ESTABLISHED);
+	case SDP_CM_REJECTED:
+		c->reason = SDP_REASON_REFUSED;
+		return ev.err ? ev.err : -ECONNREFUSED;
+	case SDP_CM_UNREACHABLE:
+		return ev.err ? ev.err : -ENETUNREACH;
+	case SDP_CM_DISCONNECTED:
+		return -ECONNRESET;
+	default:
+		return 0;
+	}
+}
+
+int sdp_conn_accept_req(struct sdp_conn_req *req, const struct sdp_hello *hello,
+			struct sdp_conn **out)
+{
+	const struct sdp_transport_ops *ops = sdp_tp_default();
+	uint8_t priv[SDP_HELLO_ACK_SIZE];
+	struct sdp_hello_ack ack;
+	struct sdp_qp_attr attr;
+	struct sdp_qp *qp = NULL;
+	struct sdp_conn *c;
+	int r;
+
+	r = sdp_conn_alloc(&c);
+	if (r < 0) {
+		ops->reject(req);
+		return r;
+	}
+	qp_attr(c, &attr);
+	r = ops->create_qp_from_req(req, &attr, &qp);
+	if (r < 0) {
+		sdp_conn_put(c);
+		return r;
+	}
+	pthread_mutex_lock(&c->lock);
+	r = conn_setup_qp(c, qp);
+	if (r < 0)
+		goto err;
+	c->peer_rcv_sz = hello->local_rcv_sz;
+	c->tx_credits = hello->bsdh.bufs;
+	memset(&ack, 0, sizeof(ack));
+	ack.bsdh.mid = SDP_MID_HELLO_ACK;
+	ack.bsdh.bufs = (uint16_t)c->posted;
+	ack.bsdh.len = SDP_HELLO_ACK_SIZE;
+	ack.major = SDP_VERSION_MAJOR;
+	ack.minor = SDP_VERSION_MINOR;
+	ack.max_adverts = 1;
+	ack.act_rcv_sz = c->buf_size;
+	r = sdp_wire_encode_hello_ack(&ack, priv, sizeof(priv));
+	if (r < 0)
+		goto err;
+	r = SDP_TP(qp)->accept(qp, priv, SDP_HELLO_ACK_SIZE);
+	if (r < 0)
+		goto err;
+	SDP_TP(qp)->addresses(qp, &c->addr);
+	c->state = SDP_ST_ESTABLISHED;
+	pthread_mutex_unlock(&c->lock);
+	*out = c;
+	return 0;
+err:
+	pthread_mutex_unlock(&c->lock);
+	sdp_conn_put(c);	/* destroys the QP, which refuses the peer */
+	return r;
+}
+
+/* Tear the QP down and make every later call fail with `err`. */
+void sdp_conn_reset_locked(struct sdp_conn *c, int err, enum sdp_reason why)
+{
+	if (c->state == SDP_ST_RESET)
+		return;
+	sdp_log(SDP_LOG_INFO, "conn %u: reset in %s: %s (%s)", c->id,
+		sdp_state_name(c->state), strerror(-err), sdp_reason_str(why));
+	if (why == SDP_REASON_LOCAL_ABORT && c->qp && !c->abort_sent &&
+	    c->tx_credits >= 1 && c->state != SDP_ST_CONNECTING) {
+		/* Tell the peer explicitly; the QP teardown follows anyway. */
+		c->abort_sent = 1;
+		sdp_tx_post_ctrl_locked(c, SDP_MID_ABORT_CONN);
+	}
+	if (c->qp)
+		SDP_TP(c->qp)->disconnect(c->qp);
+	c->state = SDP_ST_RESET;
+	c->err = err;
+	c->so_error = err;
+	c->reason = why;
+	c->txq_len = 0;
+	if (c->qp)
+		SDP_TP(c->qp)->kick(c->qp);
+}
+
+static int conn_drain_cq_locked(struct sdp_conn *c)
+{
+	struct sdp_wc wc[16];
+	int n, i, r;
+
+	for (;;) {
+		n = sdp_poll_cq(c->qp, wc, 16);
+		if (n <= 0)
+			return n;
+		for (i = 0; i < n; i++) {
+			if (c->state == SDP_ST_RESET)
+				continue;	/* drain what is left */
+			if (wc[i].opcode == SDP_WC_RECV) {
+				r = sdp_rx_handle_wc_locked(c, &wc[i]);
+				if (r < 0)
+					return r;
+				continue;
+			}
+			if (wc[i].status != SDP_WC_SUCCESS) {
+				sdp_log(SDP_LOG_INFO, "conn %u: send failed: %s",
+					c->id, sdp_wc_status_str(wc[i].status));
+				sdp_conn_reset_locked(c, -ECONNRESET,
+						      SDP_REASON_TRANSPORT);
+			}
+		}
+		if (n < 16)
+			return 0;
+	}
+}
+
+int sdp_conn_progress_locked(struct sdp_conn *c)
+{
+	int r;
+
+	if (!c->qp || c->state == SDP_ST_RESET || c->state == SDP_ST_CLOSED)
+		goto out;
+	if (c->state == SDP_ST_CONNECTING) {
+		r = conn_handle_cm_event_locked(c);
+		if (r < 0) {
+			c->so_error = r;
+			c->err = r;
+			c->state = SDP_ST_RESET;
+			if (c->reason == SDP_REASON_NONE)
+				c->reason = SDP_REASON_TRANSPORT;
+			goto out;
+		}
+		if (c->state == SDP_ST_CONNECTING)
+			goto out;
+	}
+	r = conn_drain_cq_locked(c);
+	if (r < 0 && c->state != SDP_ST_RESET)
+		sdp_conn_reset_locked(c, -ECONNRESET, SDP_REASON_TRANSPORT);
+	if (c->state == SDP_ST_RESET)
+		goto out;
+	sdp_tx_flush_locked(c, 0);
+	sdp_rx_maybe_credit_update_locked(c);
+out:
+	sdp_conn_update_ready_locked(c);
+	return c->state == SDP_ST_RESET ? c->err : 0;
+}
+
+unsigned sdp_conn_ready_mask_locked(const struct sdp_conn *c)
+{
+	unsigned m = 0;
+
+	switch (c->state) {
+	case SDP_ST_CONNECTING:
+		return 0;
+	case SDP_ST_RESET:
+		/* A refused connect reports like TCP: POLLOUT|POLLERR. */
+		return SDP_READY_ERR;
+	case SDP_ST_CLOSED:
+		return SDP_READY_OUT;
+	default:
+		break;
+	}
+	if (sdp_conn_rx_avail_locked(c) > 0 || c->rd_shut)
+		m |= SDP_READY_IN;
+	if (c->disconn_rcvd)
+		m |= SDP_READY_IN | SDP_READY_EOF;
+	if (c->oob_have && !c->oob_inline)
+		m |= SDP_READY_PRI;
+	if (c->wr_shut || c->txq_len <= c->sndbuf / 2)
+		m |= SDP_READY_OUT;
+	return m;
+}
+
+void sdp_conn_update_ready_locked(struct sdp_conn *c)
+{
+	if (c->ready)
+		sdp_ready_set(c->ready, sdp_conn_ready_mask_locked(c));
+}
+
+int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms)
+{
+	uint64_t deadline = timeout_ms >= 0 ?
+		sdp_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+	uint32_t seq;
+	int r, tmo;
+
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		seq = SDP_TP(c->qp)->wait_seq(c->qp);
+		sdp_conn_progress_locked(c);
+		if (c->state != SDP_ST_CONNECTING)
+			break;
+		tmo = -1;
+		if (deadline) {
+			uint64_t now = sdp_now_ns();
+
+			if (now >= deadline) {
+				pthread_mutex_unlock(&c->lock);
+				return -ETIMEDOUT;
+			}
+			tmo = (int)((deadline - now) / 1000000ull) + 1;
+		}
+		pthread_mutex_unlock(&c->lock);
+		r = SDP_TP(c->qp)->wait(c->qp, seq, tmo);
+		pthread_mutex_lock(&c->lock);
+		if (r == -EINTR) {
+			pthread_mutex_unlock(&c->lock);
+			return -EINTR;
+		}
+	}
+	r = c->state == SDP_ST_RESET ? c->err : 0;
+	if (r)
+		c->so_error = 0;	/* reported by connect() itself */
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+int sdp_conn_shutdown(struct sdp_conn *c, int how)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->state == SDP_ST_CLOSED || c->state == SDP_ST_CONNECTING) {
+		r = -ENOTCONN;
+		goto out;
+	}
+	if (how == SHUT_RD || how == SHUT_RDWR)
+		c->rd_shut = 1;
+	if ((how == SHUT_WR || how == SHUT_RDWR) && !c->wr_shut &&
+	    c->state != SDP_ST_RESET) {
+		c->wr_shut = 1;
+		sdp_tx_flush_locked(c, 1);
+	}
+	sdp_conn_update_ready_locked(c);
+	if (c->qp)
+		SDP_TP(c->qp)->kick(c->qp);
+out:
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+void sdp_conn_close(struct sdp_conn *c, int abort)
+{
+	pthread_mutex_lock(&c->lock);
+	c->ready = NULL;
+	c->orphan = 1;
+	if (c->qp && c->state != SDP_ST_RESET && c->state != SDP_ST_CLOSED) {
+		sdp_conn_progress_locked(c);
+		if (abort || c->rx_bytes > 0 || c->state == SDP_ST_CONNECTING) {
+			/* Like TCP: unread data or SO_LINGER 0 means RST. */
+			sdp_conn_reset_locked(c, -ECONNRESET,
+					      SDP_REASON_LOCAL_ABORT);
+		} else if (!c->wr_shut) {
+			c->wr_shut = 1;
+			sdp_tx_flush_locked(c, 1);
+		}
+		c->close_deadline_ns = sdp_now_ns() +
+			(uint64_t)sdp_cfg.close_timeout_ms * 1000000ull;
+	}
+	if (c->qp)
+		SDP_TP(c->qp)->kick(c->qp);
+	pthread_mutex_unlock(&c->lock);
+	sdp_progress_wake();
+	sdp_conn_put(c);
+}

@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conn.h — one SDP connection: state machine, credits, BCopy send and receive
+ * queues, out-of-band data, close.  Transport-independent: it talks to a
+ * struct sdp_qp through transport.h only.
+ *
+ * Locking: conn->lock protects everything below it.  Blocking waits drop the
+ * lock and sleep in the transport (sdp_tp wait), so one thread may read while
+ * another writes.  Connections are freed only by the progress thread.
+ */
+#ifndef SDP_CONN_H
+#define SDP_CONN_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "engine/readiness.h"
+#include "transport/transport.h"
+#include "wire/wire.h"
+
+enum sdp_state {
+	SDP_ST_CLOSED = 0,	/* not connected (yet, or any more) */
+	SDP_ST_CONNECTING,	/* Hello sent, waiting for HelloAck */
+	SDP_ST_ESTABLISHED,
+	SDP_ST_FIN_WAIT,	/* we shut down writing; peer still sending */
+	SDP_ST_CLOSE_WAIT,	/* peer sent DisConn; we may still send */
+	SDP_ST_LAST_ACK,	/* both shut down, waiting for our DisConn to go */
+	SDP_ST_TIME_WAIT,	/* both DisConns exchanged: QP can go */
+	SDP_ST_RESET,		/* aborted or failed (conn->err says why) */
+	SDP_ST_COUNT
+};
+
+const char *sdp_state_name(enum sdp_state st);
+
+/* Why a connection ended abnormally: shown by sdpstat, counted in stats. */
+#define SDP_REASON_MAP(X)                                                  \
+	X(NONE, "none")                                                    \
+	X(PEER_ABORT, "peer aborted the connection")                       \
+	X(PEER_GONE, "peer process or QP went away")                       \
+	X(PROTOCOL, "peer violated the SDP protocol")                      \
+	X(TRANSPORT, "transport error")                                    \
+	X(LOCAL_ABORT, "aborted locally (SO_LINGER 0 or unread data)")     \
+	X(TIMEOUT, "close timed out")                                      \
+	X(REFUSED, "no SDP listener at the destination")
+
+enum sdp_reason {
+#define X(name, text) SDP_REASON_##name,
+	SDP_REASON_MAP(X)
+#undef X
+};
+
+const char *sdp_reason_str(enum sdp_reason r);
+
+/* A received Data message still (partly) unread, in its private buffer. */
+struct sdp_rx_seg {
+	uint32_t buf;		/* receive buffer index */
+	uint32_t off;		/* first unread payload byte within the buffer */
+	uint32_t len;		/* unread bytes */
+};
+
+struct sdp_conn_stats {
+	uint64_t bytes_sent, bytes_rcvd;
+	uint64_t msgs_sent, msgs_rcvd;
+	uint64_t credit_updates_sent;
+	uint64_t credit_stalls;		/* send found no credit */
+	uint64_t nagle_holds;
+};
+
+struct sdp_conn {
+	pthread_mutex_t lock;
+	atomic_int refs;		/* socket + progress references */
+	enum sdp_state state;
+	int err;			/* sticky error for I/O (-ECONNRESET...) */
+	int so_error;			/* pending SO_ERROR (read clears) */
+	enum sdp_reason reason;
+	uint32_t id;			/* for logs and stats */
+
+	struct sdp_qp *qp;
+	struct sdp_tp_caps caps;
+	struct sdp_mr *rmr;		/* receive region (nbufs * buf_size) */
+	struct sdp_tp_addr addr;
+
+	/* ---- receive side (our private buffers) ---- */
+	uint32_t nbufs;			/* receive buffers */
+	uint32_t buf_size;		/* bytes each, BSDH included */
+	uint32_t posted;		/* currently posted receives */
+	struct sdp_rx_seg *rxq;		/* ring of nbufs unread segments */
+	uint32_t rxq_head, rxq_count;
+	uint64_t rx_bytes;		/* unread payload bytes queued */
+	uint32_t rx_mseq;		/* mseq of the last message received */
+	uint16_t adv_bufs;		/* Bufs in our last header */
+	uint32_t adv_mseq_ack;		/* MSeqAck in our last header */
+	uint64_t rx_off;		/* stream bytes consumed by the app */
+	uint64_t rx_end;		/* stream bytes queued in total */
+	unsigned disconn_rcvd:1;	/* peer's DisConn processed (EOF) */
+	unsigned rd_shut:1;		/* shutdown(SHUT_RD) */
+	unsigned oob_inline:1;		/* SO_OOBINLINE */
+	unsigned oob_have:1;		/* an urgent byte waits for MSG_OOB */
+	unsigned oob_seen:1;		/* urgent mark known (SIOCATMARK) */
+	uint8_t oob_byte;
+	uint64_t oob_mark;		/* stream offset of the urgent mark */
+
+	/* ---- send side ---- */
+	uint32_t tx_next_mseq;		/* mseq of our next message */
+	int32_t tx_credits;		/* peer receives we may consume */
+	uint32_t peer_rcv_sz;		/* peer's buffer size (max message) */
+	uint8_t *txq;			/* byte ring: queued, unsent data */
+	uint32_t txq_cap, txq_head, txq_len;
+	uint32_t sndbuf;		/* SO_SNDBUF as set (txq grows to it) */
+	uint32_t rcvbuf;		/* SO_RCVBUF as set (reported) */
+	uint64_t tx_queued_off;		/* stream bytes queued in total */
+	uint64_t tx_urg_off;		/* stream offset just past urgent byte */
+	unsigned tx_urg:1;		/* an urgent byte is queued */
+	unsigned nodelay:1;		/* TCP_NODELAY */
+	unsigned nagle_inflight:1;	/* a short Data is unacknowledged */
+	uint32_t nagle_mseq;		/* its mseq */
+	uint64_t nagle_deadline_ns;	/* flush held data by then */
+	unsigned wr_shut:1;		/* shutdown(SHUT_WR) or close */
+	unsigned disconn_sent:1;
+	unsigned abort_sent:1;
+
+	/* ---- life ---- */
+	unsigned orphan:1;		/* application closed it */
+	unsigned registered:1;		/* in the progress thread's epoll */
+	unsigned dead:1;		/* queued for freeing */
+	uint64_t close_deadline_ns;
+	struct sdp_ready *ready;	/* app fd mirror; NULL once orphaned */
+	struct sdp_conn *next, *prev;	/* progress registry list */
+	struct sdp_conn *timer_next;	/* progress timer list */
+	unsigned in_timer:1;
+	struct sdp_conn *acc_next;	/* listener accept queue */
+
+	struct sdp_conn_stats stats;
+};
+
+/* ---- lifecycle (conn.c) ---- */
+
+/* The transport new connections use (SDP_TRANSPORT, default shm). */
+const struct sdp_transport_ops *sdp_tp_default(void);
+/* Checked transition (see the table in conn.c); -EPROTO if not allowed. */
+int sdp_conn_set_state_locked(struct sdp_conn *c, enum sdp_state to);
+
+/* Allocate an unconnected connection (refs = 1 for the caller). */
+int sdp_conn_alloc(struct sdp_conn **out);
+/* Active open: create the QP, post receives, send Hello to `dst`.
+ * `local` (from a bind) fixes the source address; it is consumed.
+ * Returns 0 (connecting; completion reported via progress) or -errno. */
+int sdp_conn_connect(struct sdp_conn *c, struct sdp_listener *local,
+		     const struct sockaddr *dst, socklen_t len);
+/* Passive open from a transport request carrying the peer's Hello. */
+int sdp_conn_accept_req(struct sdp_conn_req *req, const struct sdp_hello *hello,
+			struct sdp_conn **out);
+/* Drop a reference; the progress thread frees at zero. */
+void sdp_conn_put(struct sdp_conn *c);
+void sdp_conn_get(struct sdp_conn *c);
+
+/* Application close: graceful (DisConn after queued data) unless `abort`
+ * or unread data is pending.  The connection lives on as an orphan until
+ * the close completes or times out. */
+void sdp_conn_close(struct sdp_conn *c, int abort);
+int sdp_conn_shutdown(struct sdp_conn *c, int how);
+
+/* Wait until connected (blocking connect).  timeout_ms < 0: forever. */
+int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms);
+
+/* ---- data (tx.c / rx.c) ---- */
+
+#define SDP_IO_NONBLOCK 0x1
+
+ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
+		      int msg_flags, int io_flags, int timeout_ms);
+ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
+		      int msg_flags, int io_flags, int timeout_ms);
+
+/* ---- progress (called with c->lock held) ---- */
+
+/* Poll completions, process messages, flush queues, send credit updates,
+ * update readiness.  Returns 0 or -errno on a fatal connection error (the
+ * connection is then in SDP_ST_RESET). */
+int sdp_conn_progress_locked(struct sdp_conn *c);
+void sdp_conn_update_ready_locked(struct sdp_conn *c);
+/* Abort: tell the peer (best effort), tear the QP down, report `err`. */
+void sdp_conn_reset_locked(struct sdp_conn *c, int err, enum sdp_reason why);
+/* Flush queued data / DisConn as credits and Nagle allow. */
+int sdp_tx_flush_locked(struct sdp_conn *c, int force);
+/* Send a zero-length Data if the peer's view of our buffers is low. */
+int sdp_rx_maybe_credit_update_locked(struct sdp_conn *c);
+/* Process one receive completion. */
+int sdp_rx_handle_wc_locked(struct sdp_conn *c, const struct sdp_wc *wc);
+/* Post one receive buffer. */
+int sdp_rx_post_locked(struct sdp_conn *c, uint32_t idx);
+/* Post a header-only message (control or credit update). */
+int sdp_tx_post_ctrl_locked(struct sdp_conn *c, uint8_t mid);
+
+/* Readiness mask (SDP_READY_*) the socket should show now. */
+unsigned sdp_conn_ready_mask_locked(const struct sdp_conn *c);
+
+/* Bytes readable now (FIONREAD) and unsent (SIOCOUTQ). */
+uint64_t sdp_conn_rx_avail_locked(const struct sdp_conn *c);
+int sdp_conn_at_mark_locked(const struct sdp_conn *c);
+
+uint64_t sdp_now_ns(void);
+/* Sleep (without the lock) until the QP's wait sequence moves past `seq`,
+ * spinning first for SDP_SPIN_US.  0, -EINTR or -ETIMEDOUT. */
+int sdp_conn_wait(struct sdp_conn *c, uint32_t seq, uint64_t deadline_ns);
+
+#endif /* SDP_CONN_H */

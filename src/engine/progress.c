@@ -1,0 +1,403 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * progress.c — one thread per process that keeps every connection moving
+ * without the application's help, and the only place orphaned connections
+ * (closed by the application, close still in progress) are finished.
+ *
+ * It sleeps in epoll_wait on:
+ *   - each connection's transport event fd (armed with req_notify, so the
+ *     peer rings it only when this thread really sleeps on that QP);
+ *   - each listener's fd (pending connection requests);
+ *   - an eventfd for "look at timers/orphans now".
+ * The timeout is the nearest deadline (Nagle hold, close timeout).
+ *
+ * Lifetime: epoll entries carry a reference.  A connection is removed from
+ * epoll and its reference dropped only here, after the batch of events that
+ * may still name it has been handled.
+ */
+#include "engine/progress.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "engine/config.h"
+#include "engine/conn.h"
+#include "engine/listener.h"
+
+#define TAG_LISTENER 0x1ul
+
+static struct {
+	pthread_once_t once;
+	pthread_mutex_t lock;	/* registry and timer list */
+	int epfd;
+	int wakefd;
+	int started;
+	struct sdp_conn *conns;	/* registered connections */
+	struct sdp_conn *timers;
+	struct sdp_listen *released;
+	pid_t pid;
+} P = {
+	.once = PTHREAD_ONCE_INIT,
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.epfd = -1,
+	.wakefd = -1,
+};
+
+static void *progress_main(void *arg);
+
+static void progress_start(void)
+{
+	pthread_attr_t a;
+	pthread_t th;
+	sigset_t all, old;
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+
+	P.epfd = epoll_create1(EPOLL_CLOEXEC);
+	P.wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (P.epfd < 0 || P.wakefd < 0)
+		return;
+	epoll_ctl(P.epfd, EPOLL_CTL_ADD, P.wakefd, &ev);
+	/* The thread must never take the application's signals. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&a, 256 * 1024);
+	if (pthread_create(&th, &a, progress_main, NULL) == 0)
+		P.started = 1;
+	pthread_attr_destroy(&a);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	P.pid = getpid();
+}
+
+static int progress_init(void)
+{
+	pthread_once(&P.once, progress_start);
+	return P.started ? 0 : -ENOMEM;
+}
+
+void sdp_progress_wake(void)
+{
+	uint64_t one = 1;
+
+	if (P.wakefd >= 0 && write(P.wakefd, &one, sizeof(one)) < 0) {
+		/* counter saturated: a wake-up is already pending */
+	}
+}
+
+int sdp_progress_add_conn(struct sdp_conn *c)
+{
+	struct epoll_event ev;
+	int fd, r;
+
+	r = progress_init();
+	if (r < 0)
+		return r;
+	sdp_conn_get(c);
+	pthread_mutex_lock(&c->lock);
+	fd = SDP_TP(c->qp)->event_fd(c->qp);
+	ev.events = EPOLLIN;
+	ev.data.ptr = c;
+	if (fd < 0 || epoll_ctl(P.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		r = fd < 0 ? fd : -errno;
+		pthread_mutex_unlock(&c->lock);
+		sdp_conn_put(c);
+		return r;
+	}
+	c->registered = 1;
+	pthread_mutex_lock(&P.lock);
+	c->prev = NULL;
+	c->next = P.conns;
+	if (P.conns)
+		P.conns->prev = c;
+	P.conns = c;
+	pthread_mutex_unlock(&P.lock);
+	/* Anything that arrived before the fd was watched is seen now. */
+	SDP_TP(c->qp)->req_notify(c->qp);
+	pthread_mutex_unlock(&c->lock);
+	sdp_progress_wake();
+	return 0;
+}
+
+int sdp_progress_add_listener(struct sdp_listen *l)
+{
+	struct epoll_event ev;
+	int r;
+
+	r = progress_init();
+	if (r < 0)
+		return r;
+	sdp_listen_get(l);
+	ev.events = EPOLLIN;
+	ev.data.ptr = (void *)((uintptr_t)l | TAG_LISTENER);
+	if (epoll_ctl(P.epfd, EPOLL_CTL_ADD, sdp_listen_fd(l), &ev) < 0) {
+		r = -errno;
+		sdp_listen_put(l);
+		return r;
+	}
+	return 0;
+}
+
+void sdp_progress_release_listener(struct sdp_listen *l)
+{
+	pthread_mutex_lock(&P.lock);
+	l->rel_next = P.released;
+	P.released = l;
+	pthread_mutex_unlock(&P.lock);
+	sdp_progress_wake();
+}
+
+static void release_listeners(void)
+{
+	struct sdp_listen *l, *next;
+
+	pthread_mutex_lock(&P.lock);
+	l = P.released;
+	P.released = NULL;
+	pthread_mutex_unlock(&P.lock);
+	for (; l; l = next) {
+		next = l->rel_next;
+		sdp_listen_put(l);
+	}
+}
+
+void sdp_progress_arm_timer(struct sdp_conn *c)
+{
+	pthread_mutex_lock(&P.lock);
+	if (!c->in_timer && c->registered) {
+		c->in_timer = 1;
+		c->timer_next = P.timers;
+		P.timers = c;
+	}
+	pthread_mutex_unlock(&P.lock);
+	sdp_progress_wake();
+}
+
+static void unregister_conn_locked(struct sdp_conn *c)
+{
+	int fd = SDP_TP(c->qp)->event_fd(c->qp);
+
+	if (fd >= 0)
+		epoll_ctl(P.epfd, EPOLL_CTL_DEL, fd, NULL);
+	pthread_mutex_lock(&P.lock);
+	if (c->prev)
+		c->prev->next = c->next;
+	else if (P.conns == c)
+		P.conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->next = c->prev = NULL;
+	pthread_mutex_unlock(&P.lock);
+	c->registered = 0;
+	c->dead = 1;
+}
+
+/* An orphan is finished once nothing more can happen on it. */
+static int orphan_done_locked(const struct sdp_conn *c)
+{
+	switch (c->state) {
+	case SDP_ST_RESET:
+	case SDP_ST_CLOSED:
+	case SDP_ST_TIME_WAIT:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* Run one connection's progress; returns 1 if it must be released. */
+static int service_conn(struct sdp_conn *c, uint64_t now)
+{
+	int spins = 0, release = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (!c->registered) {
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
+	SDP_TP(c->qp)->ack_events(c->qp);
+	do {
+		sdp_conn_progress_locked(c);
+		if (c->nagle_deadline_ns && now >= c->nagle_deadline_ns) {
+			c->nagle_deadline_ns = 0;
+			sdp_tx_flush_locked(c, 1);
+		}
+	} while (SDP_TP(c->qp)->req_notify(c->qp) > 0 && ++spins < 64);
+	if (c->orphan) {
+		if (!orphan_done_locked(c) && c->close_deadline_ns &&
+		    now >= c->close_deadline_ns)
+			sdp_conn_reset_locked(c, -ETIMEDOUT, SDP_REASON_TIMEOUT);
+		if (orphan_done_locked(c)) {
+			unregister_conn_locked(c);
+			release = 1;
+		}
+	}
+	if (c->registered && (c->nagle_deadline_ns || c->orphan))
+		sdp_progress_arm_timer(c);
+	pthread_mutex_unlock(&c->lock);
+	return release;
+}
+
+static uint64_t service_timers(uint64_t now, struct sdp_conn **release,
+			       int *nrelease, int max)
+{
+	struct sdp_conn *list, *c, *next;
+	uint64_t nearest = 0;
+
+	pthread_mutex_lock(&P.lock);
+	list = P.timers;
+	P.timers = NULL;
+	for (c = list; c; c = c->timer_next)
+		c->in_timer = 0;
+	pthread_mutex_unlock(&P.lock);
+	for (c = list; c; c = next) {
+		uint64_t d;
+
+		next = c->timer_next;
+		if (*nrelease < max && service_conn(c, now))
+			release[(*nrelease)++] = c;
+		pthread_mutex_lock(&c->lock);
+		d = c->nagle_deadline_ns;
+		if (c->orphan && c->close_deadline_ns &&
+		    (!d || c->close_deadline_ns < d))
+			d = c->close_deadline_ns;
+		pthread_mutex_unlock(&c->lock);
+		if (d && (!nearest || d < nearest))
+			nearest = d;
+	}
+	return nearest;
+}
+
+static void *progress_main(void *arg)
+{
+	struct epoll_event ev[64];
+	struct sdp_conn *release[128];
+	uint64_t nearest = 0, now;
+	int n, i, nrel, tmo;
+
+	(void)arg;
+	for (;;) {
+		release_listeners();	/* between batches: nothing names them */
+		tmo = -1;
+		if (nearest) {
+			now = sdp_now_ns();
+			tmo = nearest > now ?
+				(int)((nearest - now) / 1000000ull) + 1 : 0;
+		}
+		n = epoll_wait(P.epfd, ev, 64, tmo);
+		if (n < 0 && errno != EINTR)
+			continue;
+		now = sdp_now_ns();
+		nrel = 0;
+		for (i = 0; i < n; i++) {
+			uintptr_t p = (uintptr_t)ev[i].data.ptr;
+
+			if (!p) {
+				uint64_t v;
+
+				if (read(P.wakefd, &v, sizeof(v)) < 0) {
+					/* already drained */
+				}
+			} else if (p & TAG_LISTENER) {
+				struct sdp_listen *l = (void *)(p & ~TAG_LISTENER);
+
+				sdp_listen_service(l);
+			} else if (nrel < 64) {
+				struct sdp_conn *c = (void *)p;
+
+				if (service_conn(c, now))
+					release[nrel++] = c;
+			}
+		}
+		nearest = service_timers(now, release, &nrel, 128);
+		for (i = 0; i < nrel; i++)
+			sdp_conn_put(release[i]);
+	}
+	return NULL;
+}
+
+void sdp_progress_foreach(void (*cb)(struct sdp_conn *c, void *arg), void *arg)
+{
+	struct sdp_conn *c, **snap = NULL;
+	size_t n = 0, cap = 0, i;
+
+	/* Snapshot with references, then call back without P.lock held: the
+	 * callback may take connection locks, which nest outside P.lock. */
+	pthread_mutex_lock(&P.lock);
+	for (c = P.conns; c; c = c->next) {
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 64;
+			struct sdp_conn **ns = realloc(snap, ncap * sizeof(*ns));
+
+			if (!ns)
+				break;
+			snap = ns;
+			cap = ncap;
+		}
+		sdp_conn_get(c);
+		snap[n++] = c;
+	}
+	pthread_mutex_unlock(&P.lock);
+	for (i = 0; i < n; i++) {
+		cb(snap[i], arg);
+		sdp_conn_put(snap[i]);
+	}
+	free(snap);
+}
+
+/*
+ * At exit, close what the application left open the way the kernel would
+ * for TCP: queued data is sent and DisConn follows, so the peer reads EOF
+ * instead of a reset.  Bounded: a peer that grants no credit cannot hold
+ * the exit for more than about a second.
+ */
+static void flush_one(struct sdp_conn *c, void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&c->lock);
+	if (!c->wr_shut && (c->state == SDP_ST_ESTABLISHED ||
+			    c->state == SDP_ST_CLOSE_WAIT))
+		c->wr_shut = 1;
+	sdp_conn_progress_locked(c);
+	sdp_tx_flush_locked(c, 1);
+	pthread_mutex_unlock(&c->lock);
+}
+
+struct pending_arg {
+	int pending;
+};
+
+static void count_pending(struct sdp_conn *c, void *arg)
+{
+	struct pending_arg *a = arg;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->state != SDP_ST_RESET && (c->txq_len || !c->disconn_sent))
+		a->pending++;
+	pthread_mutex_unlock(&c->lock);
+}
+
+__attribute__((destructor)) static void progress_at_exit(void)
+{
+	uint64_t end;
+	struct pending_arg a;
+
+	if (!P.started || P.pid != getpid())
+		return;
+	end = sdp_now_ns() + 1000000000ull;
+	do {
+		sdp_progress_foreach(flush_one, NULL);
+		a.pending = 0;
+		sdp_progress_foreach(count_pending, &a);
+		if (!a.pending)
+			break;
+		usleep(1000);	/* poll credits: the progress thread helps */
+	} while (sdp_now_ns() < end);
+}

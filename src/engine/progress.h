@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * progress.h — the per-process progress thread: connections make progress
+ * (queued sends drain when credits arrive, credit updates go out, closes
+ * complete, listeners complete handshakes) while the application sleeps in
+ * poll or does something else.  It sleeps in epoll on the transports' event
+ * descriptors, so an idle process uses no CPU.
+ */
+#ifndef SDP_PROGRESS_H
+#define SDP_PROGRESS_H
+
+struct sdp_conn;
+struct sdp_listen;
+
+/* Start watching a connection that has a QP (takes a reference). */
+int sdp_progress_add_conn(struct sdp_conn *c);
+/* Start watching a listener (takes a reference). */
+int sdp_progress_add_listener(struct sdp_listen *l);
+/* The listener was closed (its fd is gone): drop the progress reference
+ * once no event batch can name it any more. */
+void sdp_progress_release_listener(struct sdp_listen *l);
+/* Caller holds c->lock: make sure c's deadlines (Nagle, close) are seen. */
+void sdp_progress_arm_timer(struct sdp_conn *c);
+/* Have the thread re-examine orphans and timers soon. */
+void sdp_progress_wake(void);
+
+/* Visit every live connection (for sdpstat/tests); cb runs unlocked. */
+void sdp_progress_foreach(void (*cb)(struct sdp_conn *c, void *arg), void *arg);
+
+#endif

@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * readiness.c — kernel readiness of the application's descriptor, steered
+ * from SDP state (see readiness.h for the mapping and why it works).
+ *
+ * Linux AF_UNIX stream sockets report POLLOUT while the bytes a socket has
+ * sent and its peer has not read stay under a quarter of its send buffer; we
+ * shrink app_fd's send buffer to the minimum and write a few KiB from app_fd
+ * to lib_fd to switch POLLOUT off, and read them back at lib_fd to switch it
+ * on again, which also wakes EPOLLOUT waiters (edge-triggered included).
+ */
+#include "engine/readiness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "engine/real.h"
+
+int sdp_ready_init(struct sdp_ready *r, int sock_flags)
+{
+	int fds[2], small = 1;	/* the kernel rounds up to its minimum */
+	int type = SOCK_STREAM | SOCK_CLOEXEC;
+
+	memset(r, 0, sizeof(*r));
+	if (sdp_real.socketpair(AF_UNIX, type, 0, fds) < 0)
+		return -errno;
+	r->app_fd = fds[0];
+	r->lib_fd = fds[1];
+	if (!(sock_flags & SOCK_CLOEXEC))
+		sdp_real.fcntl(r->app_fd, F_SETFD, 0);
+	if (sock_flags & SOCK_NONBLOCK)
+		sdp_real.fcntl(r->app_fd, F_SETFL, O_NONBLOCK | O_RDWR);
+	sdp_real.fcntl(r->lib_fd, F_SETFL, O_NONBLOCK | O_RDWR);
+	sdp_real.setsockopt(r->app_fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	return 0;
+}
+
+static void fill_app_sendq(struct sdp_ready *r)
+{
+	static const char junk[4096];
+	ssize_t n;
+	int i;
+
+	for (i = 0; i < 64; i++) {
+		n = sdp_real.send(r->app_fd, junk, sizeof(junk),
+				  MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n <= 0)
+			break;
+	}
+	r->unwritable = 1;
+}
+
+static void drain(int fd, int flags)
+{
+	char buf[16384];
+
+	while (sdp_real.recv(fd, buf, sizeof(buf), MSG_DONTWAIT | flags) > 0)
+		;
+}
+
+static void set_readable(struct sdp_ready *r, int on)
+{
+	if (on) {
+		if (sdp_real.send(r->lib_fd, "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
+			r->readable = 1;
+	} else {
+		drain(r->app_fd, 0);
+		r->readable = 0;
+	}
+}
+
+static void set_urgent(struct sdp_ready *r, int on)
+{
+	char c;
+
+	if (on) {
+		/* EOPNOTSUPP on kernels without AF_UNIX OOB: POLLPRI is then
+		 * not mirrored; recv(MSG_OOB) and SIOCATMARK still work. */
+		if (sdp_real.send(r->lib_fd, "u", 1,
+				  MSG_OOB | MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
+			r->urgent = 1;
+	} else {
+		sdp_real.recv(r->app_fd, &c, 1, MSG_OOB | MSG_DONTWAIT);
+		r->urgent = 0;
+	}
+}
+
+void sdp_ready_set(struct sdp_ready *r, unsigned want)
+{
+	int saved = errno;
+
+	if (r->lib_fd < 0)
+		goto out;
+	if (want & SDP_READY_ERR) {
+		/* Closing lib_fd while it holds unread bytes makes the kernel
+		 * flag app_fd with ECONNRESET: POLLERR|POLLHUP, permanently. */
+		if (!r->unwritable)
+			sdp_real.send(r->app_fd, "e", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+		sdp_real.close(r->lib_fd);
+		r->lib_fd = -1;
+		r->reset = 1;
+		goto out;
+	}
+	if ((want & SDP_READY_PRI) && !r->urgent)
+		set_urgent(r, 1);
+	else if (!(want & SDP_READY_PRI) && r->urgent)
+		set_urgent(r, 0);
+	if (want & SDP_READY_EOF) {
+		if (!r->eof) {
+			sdp_real.shutdown(r->lib_fd, SHUT_WR);
+			r->eof = 1;
+		}
+	} else if (!!(want & SDP_READY_IN) != r->readable) {
+		set_readable(r, !!(want & SDP_READY_IN));
+	}
+	if ((want & SDP_READY_OUT) && r->unwritable) {
+		drain(r->lib_fd, 0);
+		r->unwritable = 0;
+	} else if (!(want & SDP_READY_OUT) && !r->unwritable) {
+		fill_app_sendq(r);
+	}
+out:
+	errno = saved;
+}
+
+void sdp_ready_release(struct sdp_ready *r)
+{
+	if (r->lib_fd >= 0)
+		sdp_real.close(r->lib_fd);
+	r->lib_fd = -1;
+}

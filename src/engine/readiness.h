@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * readiness.h — every SDP socket is a real file descriptor whose kernel
+ * readiness mirrors SDP state, so epoll/poll/select work unintercepted.
+ *
+ * The application's descriptor is one end (app_fd) of an AF_UNIX stream
+ * socketpair; the library holds the other end (lib_fd).  We steer what the
+ * kernel reports for app_fd:
+ *   readable  <- one token byte queued from lib_fd to app_fd
+ *   writable  <- app_fd's send queue not full (we fill it to turn POLLOUT off)
+ *   POLLPRI   <- one MSG_OOB byte queued from lib_fd (urgent data pending)
+ *   EOF       <- shutdown(lib_fd, SHUT_WR): POLLIN|POLLRDHUP, permanently
+ *   reset     <- lib_fd closed with unread bytes: POLLERR|POLLHUP|POLLIN
+ * Each transition costs one or two non-blocking syscalls; nothing is done
+ * when the state does not change.  Callers serialise with the owner's lock.
+ */
+#ifndef SDP_READINESS_H
+#define SDP_READINESS_H
+
+struct sdp_ready {
+	int app_fd;		/* what the application holds */
+	int lib_fd;		/* our end; -1 once closed (reset) */
+	unsigned readable:1;	/* token queued */
+	unsigned unwritable:1;	/* app_fd send queue filled */
+	unsigned urgent:1;	/* MSG_OOB byte queued */
+	unsigned eof:1;		/* SHUT_WR done on lib_fd */
+	unsigned reset:1;	/* lib_fd closed with unread data */
+};
+
+enum {
+	SDP_READY_IN = 0x1,
+	SDP_READY_OUT = 0x2,
+	SDP_READY_PRI = 0x4,
+	SDP_READY_EOF = 0x8,
+	SDP_READY_ERR = 0x10,
+};
+
+/* Create the pair; app_fd gets O_NONBLOCK/O_CLOEXEC per `sock_flags`
+ * (SOCK_NONBLOCK, SOCK_CLOEXEC).  Returns 0 or -errno. */
+int sdp_ready_init(struct sdp_ready *r, int sock_flags);
+/* Bring the kernel state in line with `want` (SDP_READY_* mask). */
+void sdp_ready_set(struct sdp_ready *r, unsigned want);
+/* Close the library end (the application closes app_fd itself). */
+void sdp_ready_release(struct sdp_ready *r);
+
+#endif

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * real.c — resolve the C library's socket functions once.  Every dlsym is
+ * checked: a missing symbol disables interposition instead of crashing later.
+ */
+#include "engine/real.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+
+struct sdp_real_fns sdp_real;
+static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+static int real_status;
+
+#define RESOLVE(name)                                                        \
+	do {                                                                 \
+		*(void **)&sdp_real.name = dlsym(RTLD_NEXT, #name);          \
+		if (!sdp_real.name) {                                        \
+			*(void **)&sdp_real.name = dlsym(RTLD_DEFAULT, #name); \
+		}                                                            \
+		if (!sdp_real.name)                                          \
+			real_status = -ENOSYS;                               \
+	} while (0)
+
+static void real_resolve(void)
+{
+	RESOLVE(socket);
+	RESOLVE(socketpair);
+	RESOLVE(bind);
+	RESOLVE(listen);
+	RESOLVE(accept);
+	RESOLVE(accept4);
+	RESOLVE(connect);
+	RESOLVE(close);
+	RESOLVE(shutdown);
+	RESOLVE(send);
+	RESOLVE(recv);
+	RESOLVE(sendto);
+	RESOLVE(recvfrom);
+	RESOLVE(sendmsg);
+	RESOLVE(recvmsg);
+	RESOLVE(read);
+	RESOLVE(write);
+	RESOLVE(readv);
+	RESOLVE(writev);
+	RESOLVE(getsockopt);
+	RESOLVE(setsockopt);
+	RESOLVE(getsockname);
+	RESOLVE(getpeername);
+	RESOLVE(fcntl);
+	RESOLVE(ioctl);
+	RESOLVE(dup);
+	RESOLVE(dup2);
+	RESOLVE(dup3);
+	if (real_status) {
+		static const char msg[] = "libsdp: cannot resolve the C library's "
+					  "socket functions; SDP disabled\n";
+		if (write(2, msg, sizeof(msg) - 1) < 0) {
+			/* nothing else to do */
+		}
+	}
+}
+
+int sdp_real_init(void)
+{
+	pthread_once(&real_once, real_resolve);
+	return real_status;
+}

@@ -1,0 +1,462 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rx.c — the receive side of a connection: private receive buffers, message
+ * validation and dispatch, the BCopy receive queue, out-of-band data, credit
+ * updates, and recv() semantics (blocking, MSG_PEEK, MSG_WAITALL, MSG_OOB).
+ *
+ * A receive completion is decoded and checked against connection state
+ * before anything changes: a malformed or out-of-state message resets the
+ * connection (ECONNRESET to the application), never crashes it.
+ * Data payload stays in its private buffer until the application copies it
+ * out; the buffer is then reposted, which is what returns a credit.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "engine/config.h"
+#include "engine/conn.h"
+#include "engine/progress.h"
+
+static uint8_t *buf_addr(const struct sdp_conn *c, uint32_t idx)
+{
+	return (uint8_t *)c->rmr->addr + (size_t)idx * c->buf_size;
+}
+
+int sdp_rx_post_locked(struct sdp_conn *c, uint32_t idx)
+{
+	struct sdp_recv_wr wr = {
+		.wr_id = idx,
+		.sge = {
+			.addr = (uint64_t)(uintptr_t)buf_addr(c, idx),
+			.length = c->buf_size,
+			.lkey = c->rmr->lkey,
+		},
+	};
+	int r = sdp_post_recv(c->qp, &wr);
+
+	if (r == 0)
+		c->posted++;
+	return r;
+}
+
+static void protocol_error(struct sdp_conn *c, const char *what, uint8_t mid)
+{
+	sdp_log(SDP_LOG_ERR, "conn %u: protocol error: %s (%s) in %s", c->id,
+		what, sdp_mid_name(mid), sdp_state_name(c->state));
+	c->abort_sent = 0;
+	sdp_conn_reset_locked(c, -ECONNRESET, SDP_REASON_PROTOCOL);
+}
+
+/* The peer's flags and sequence numbers, validated; updates our credits. */
+static int rx_account(struct sdp_conn *c, const struct sdp_bsdh *h)
+{
+	int32_t cr;
+
+	if (h->mseq != c->rx_mseq + 1) {
+		protocol_error(c, "message sequence gap", h->mid);
+		return -EPROTO;
+	}
+	/* The peer cannot acknowledge a message we never sent. */
+	if (sdp_seq_before(c->tx_next_mseq - 1, h->mseq_ack)) {
+		protocol_error(c, "MSeqAck ahead of our MSeq", h->mid);
+		return -EPROTO;
+	}
+	c->rx_mseq = h->mseq;
+	cr = sdp_credits_from_peer(h->bufs, h->mseq_ack, c->tx_next_mseq);
+	c->tx_credits = cr > 0 ? cr : 0;
+	if (c->nagle_inflight && sdp_seq_after_eq(h->mseq_ack, c->nagle_mseq))
+		c->nagle_inflight = 0;
+	return 0;
+}
+
+static void rx_queue_data(struct sdp_conn *c, uint32_t idx, uint32_t off,
+			  uint32_t len, int oob_pres)
+{
+	struct sdp_rx_seg *seg;
+
+	if (oob_pres) {
+		/* Annex: the urgent byte is the last payload byte. */
+		uint8_t urg = buf_addr(c, idx)[off + len - 1];
+
+		c->oob_byte = urg;
+		c->oob_seen = 1;
+		if (c->oob_inline) {
+			c->oob_mark = c->rx_end + len - 1;
+			c->oob_have = 1;
+		} else {
+			len--;	/* out of band: not part of the stream */
+			c->oob_mark = c->rx_end + len;
+			c->oob_have = 1;
+		}
+	}
+	if (len == 0) {
+		sdp_rx_post_locked(c, idx);
+		return;
+	}
+	seg = &c->rxq[(c->rxq_head + c->rxq_count) % c->nbufs];
+	seg->buf = idx;
+	seg->off = off;
+	seg->len = len;
+	c->rxq_count++;
+	c->rx_bytes += len;
+	c->rx_end += len;
+	c->stats.bytes_rcvd += len;
+}
+
+static int rx_disconn(struct sdp_conn *c)
+{
+	c->disconn_rcvd = 1;
+	switch (c->state) {
+	case SDP_ST_ESTABLISHED:
+		return sdp_conn_set_state_locked(c, SDP_ST_CLOSE_WAIT);
+	case SDP_ST_FIN_WAIT:
+		if (c->disconn_sent)
+			return sdp_conn_set_state_locked(c, SDP_ST_TIME_WAIT);
+		return 0;	/* our DisConn still queued: stays FIN_WAIT */
+	default:
+		return -EPROTO;
+	}
+}
+
+/* Dispatch one validated message.  Returns 1 if the buffer was kept (queued
+ * data), 0 if it can be reposted, -errno on a fatal error. */
+static int rx_dispatch(struct sdp_conn *c, uint32_t idx, const struct sdp_msg *m)
+{
+	uint32_t hdr = m->bsdh.len - m->payload_len;
+
+	switch (m->bsdh.mid) {
+	case SDP_MID_DATA:
+	case SDP_MID_SRC_AVAIL:
+	case SDP_MID_SINK_AVAIL:
+		if (m->payload_len == 0) {
+			if (m->bsdh.mid == SDP_MID_SRC_AVAIL)
+				goto decline;
+			return 0;	/* credit update / bare advertisement */
+		}
+		if (c->disconn_rcvd) {
+			protocol_error(c, "data after DisConn", m->bsdh.mid);
+			return -EPROTO;
+		}
+		if (c->orphan) {
+			/* Like TCP: data for a closed socket resets it. */
+			sdp_conn_reset_locked(c, -ECONNRESET,
+					      SDP_REASON_LOCAL_ABORT);
+			return -ECONNRESET;
+		}
+		rx_queue_data(c, idx, hdr, m->payload_len,
+			      m->bsdh.flags & SDP_FLAG_OOB_PRES);
+		if (m->bsdh.mid == SDP_MID_SRC_AVAIL) {
+decline:
+			/* We do not RDMA-read (ZCopy is a later issue): the
+			 * inline bytes are data, SendSm makes the source send
+			 * the rest by BCopy (annex 5.4). */
+			sdp_tx_post_ctrl_locked(c, SDP_MID_SEND_SM);
+		}
+		return m->payload_len ? 1 : 0;
+	case SDP_MID_DISCONN:
+		if (c->disconn_rcvd || rx_disconn(c) < 0) {
+			protocol_error(c, "unexpected DisConn", m->bsdh.mid);
+			return -EPROTO;
+		}
+		return 0;
+	case SDP_MID_ABORT_CONN:
+		sdp_conn_reset_locked(c, -ECONNRESET, SDP_REASON_PEER_ABORT);
+		return -ECONNRESET;
+	case SDP_MID_SINK_AVAIL_CANCEL:
+		/* We never fill sink advertisements: all were dropped. */
+		sdp_tx_post_ctrl_locked(c, SDP_MID_SINK_CANCEL_ACK);
+		return 0;
+	case SDP_MID_MODE_CHANGE:
+	case SDP_MID_CH_RCV_BUF_ACK:
+	case SDP_MID_SRC_AVAIL_CANCEL:
+		return 0;	/* nothing outstanding that they refer to */
+	case SDP_MID_CH_RCV_BUF:
+		/* We keep our size; the ack tells the peer so (as gen1). */
+		return 0;
+	default:
+		protocol_error(c, "message not valid here", m->bsdh.mid);
+		return -EPROTO;
+	}
+}
+
+int sdp_rx_handle_wc_locked(struct sdp_conn *c, const struct sdp_wc *wc)
+{
+	uint32_t idx = (uint32_t)wc->wr_id;
+	struct sdp_msg m;
+	int r;
+
+	if (idx >= c->nbufs)
+		return -EIO;	/* transport bug: not a wr_id we posted */
+	c->posted--;
+	if (wc->status != SDP_WC_SUCCESS) {
+		if (c->state == SDP_ST_TIME_WAIT || c->state == SDP_ST_RESET)
+			return 0;	/* peer tore down after the close */
+		if (wc->status == SDP_WC_WR_FLUSH_ERR && c->disconn_rcvd) {
+			/* Peer finished (DisConn) then went away: reads see
+			 * EOF, writes fail like after a TCP RST. */
+			c->err = -EPIPE;
+			c->state = SDP_ST_TIME_WAIT;
+			return 0;
+		}
+		sdp_conn_reset_locked(c, -ECONNRESET,
+				      wc->status == SDP_WC_WR_FLUSH_ERR ?
+				      SDP_REASON_PEER_GONE : SDP_REASON_TRANSPORT);
+		return 0;
+	}
+	r = sdp_wire_decode(buf_addr(c, idx), wc->byte_len, &m);
+	if (r < 0) {
+		protocol_error(c, r == -EBADMSG ? "malformed message" :
+			       "message not allowed", ((uint8_t *)buf_addr(c, idx))[0]);
+		return 0;
+	}
+	if (rx_account(c, &m.bsdh) < 0)
+		return 0;
+	c->stats.msgs_rcvd++;
+	r = rx_dispatch(c, idx, &m);
+	if (r == 0 && c->state != SDP_ST_RESET)
+		return sdp_rx_post_locked(c, idx);
+	return r < 0 ? 0 : 0;
+}
+
+/* How many buffers the peer believes we have posted for it. */
+static int32_t rx_peer_view(const struct sdp_conn *c)
+{
+	return (int32_t)c->adv_bufs - (int32_t)(c->rx_mseq - c->adv_mseq_ack);
+}
+
+int sdp_rx_maybe_credit_update_locked(struct sdp_conn *c)
+{
+	int32_t view;
+
+	switch (c->state) {
+	case SDP_ST_ESTABLISHED:
+	case SDP_ST_FIN_WAIT:
+	case SDP_ST_CLOSE_WAIT:
+	case SDP_ST_LAST_ACK:
+		break;
+	default:
+		return 0;
+	}
+	view = rx_peer_view(c);
+	/* Annex 4.3: the last credit may carry only an update that grants
+	 * more buffers; we update once the peer's view fell to half. */
+	if ((int32_t)c->posted <= view || view > (int32_t)c->nbufs / 2 ||
+	    c->tx_credits < 1)
+		return 0;
+	c->stats.credit_updates_sent++;
+	return sdp_tx_post_ctrl_locked(c, SDP_MID_DATA);
+}
+
+uint64_t sdp_conn_rx_avail_locked(const struct sdp_conn *c)
+{
+	uint64_t avail = c->rx_bytes;
+
+	if (c->oob_seen && !c->oob_inline && c->rx_off < c->oob_mark &&
+	    c->oob_mark - c->rx_off < avail)
+		avail = c->oob_mark - c->rx_off;	/* recv stops at the mark */
+	return avail;
+}
+
+int sdp_conn_at_mark_locked(const struct sdp_conn *c)
+{
+	return c->oob_seen && c->rx_off == c->oob_mark;
+}
+
+/* Copy up to `want` bytes from the receive queue into iov (skipping `skip`
+ * bytes of iov already filled).  Consumes unless `peek`. */
+static size_t rx_copy_out(struct sdp_conn *c, const struct iovec *iov,
+			  int iovcnt, size_t skip, size_t want, int peek)
+{
+	uint32_t qi = 0;
+	size_t done = 0, seg_off = 0;
+	int vi = 0;
+	size_t voff = skip;
+
+	while (vi < iovcnt && voff >= iov[vi].iov_len) {
+		voff -= iov[vi].iov_len;
+		vi++;
+	}
+	while (done < want && qi < c->rxq_count && vi < iovcnt) {
+		struct sdp_rx_seg *s = &c->rxq[(c->rxq_head + qi) % c->nbufs];
+		size_t n = s->len - seg_off;
+
+		if (n > want - done)
+			n = want - done;
+		if (n > iov[vi].iov_len - voff)
+			n = iov[vi].iov_len - voff;
+		memcpy((uint8_t *)iov[vi].iov_base + voff,
+		       buf_addr(c, s->buf) + s->off + seg_off, n);
+		done += n;
+		voff += n;
+		seg_off += n;
+		if (voff == iov[vi].iov_len) {
+			vi++;
+			voff = 0;
+		}
+		if (seg_off == s->len) {
+			qi++;
+			seg_off = 0;
+		}
+		if (peek)
+			continue;
+	}
+	if (peek)
+		return done;
+	/* Consume: drop whole segments, trim the partial one, repost. */
+	{
+		size_t left = done;
+
+		while (left > 0) {
+			struct sdp_rx_seg *s = &c->rxq[c->rxq_head];
+
+			if (left >= s->len) {
+				left -= s->len;
+				c->rxq_head = (c->rxq_head + 1) % c->nbufs;
+				c->rxq_count--;
+				if (sdp_rx_post_locked(c, s->buf) < 0)
+					sdp_conn_reset_locked(c, -ECONNRESET,
+						SDP_REASON_TRANSPORT);
+			} else {
+				s->off += (uint32_t)left;
+				s->len -= (uint32_t)left;
+				left = 0;
+			}
+		}
+		c->rx_bytes -= done;
+		c->rx_off += done;
+		if (c->oob_seen && c->rx_off > c->oob_mark)
+			c->oob_seen = 0;
+	}
+	return done;
+}
+
+static ssize_t rx_recv_oob_locked(struct sdp_conn *c, const struct iovec *iov,
+				  int iovcnt, int peek)
+{
+	int i;
+
+	if (c->oob_inline)
+		return -EINVAL;
+	if (!c->oob_have)
+		return c->disconn_rcvd ? 0 : -EINVAL;
+	for (i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len) {
+			*(uint8_t *)iov[i].iov_base = c->oob_byte;
+			if (!peek)
+				c->oob_have = 0;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Sleep until something may have changed; optional spin first. */
+int sdp_conn_wait(struct sdp_conn *c, uint32_t seq, uint64_t deadline_ns)
+{
+	int tmo = -1;
+
+	if (sdp_cfg.spin_us) {
+		uint64_t end = sdp_now_ns() + sdp_cfg.spin_us * 1000ull;
+
+		do {
+			if (SDP_TP(c->qp)->wait_seq(c->qp) != seq)
+				return 0;
+			__builtin_ia32_pause();
+		} while (sdp_now_ns() < end);
+	}
+	if (deadline_ns) {
+		uint64_t now = sdp_now_ns();
+
+		if (now >= deadline_ns)
+			return -ETIMEDOUT;
+		tmo = (int)((deadline_ns - now + 999999) / 1000000);
+	}
+	return SDP_TP(c->qp)->wait(c->qp, seq, tmo);
+}
+
+static size_t iov_total(const struct iovec *iov, int iovcnt)
+{
+	size_t t = 0;
+	int i;
+
+	for (i = 0; i < iovcnt; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
+		      int msg_flags, int io_flags, int timeout_ms)
+{
+	size_t want = iov_total(iov, iovcnt), copied = 0, n, avail;
+	int peek = !!(msg_flags & MSG_PEEK);
+	uint64_t deadline = timeout_ms > 0 ?
+		sdp_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+	ssize_t ret;
+	uint32_t seq;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->state == SDP_ST_CLOSED) {
+		ret = -ENOTCONN;
+		goto out;
+	}
+	for (;;) {
+		seq = c->qp ? SDP_TP(c->qp)->wait_seq(c->qp) : 0;
+		sdp_conn_progress_locked(c);
+		if (msg_flags & MSG_OOB) {
+			ret = rx_recv_oob_locked(c, iov, iovcnt, peek);
+			if (ret != -EINVAL || c->state != SDP_ST_RESET)
+				goto out;
+			ret = c->err;
+			goto out;
+		}
+		avail = sdp_conn_rx_avail_locked(c);
+		if (avail > 0 && !c->rd_shut) {
+			n = want - copied;
+			if (n > avail)
+				n = avail;
+			n = rx_copy_out(c, iov, iovcnt, copied, n, peek);
+			copied += n;
+			if (peek || copied == want || !(msg_flags & MSG_WAITALL))
+				break;
+			if (sdp_conn_at_mark_locked(c))
+				break;
+			continue;
+		}
+		if (want == 0 || c->rd_shut || c->disconn_rcvd)
+			break;
+		if (c->state == SDP_ST_RESET || c->err) {
+			ret = copied ? (ssize_t)copied : c->err;
+			if (c->err == -EPIPE)
+				ret = (ssize_t)copied;	/* EOF after peer left */
+			goto out;
+		}
+		if (c->orphan) {
+			ret = copied ? (ssize_t)copied : -EBADF;
+			goto out;
+		}
+		if ((io_flags & SDP_IO_NONBLOCK) || (msg_flags & MSG_DONTWAIT)) {
+			ret = copied ? (ssize_t)copied : -EAGAIN;
+			goto out;
+		}
+		if (c->state == SDP_ST_CONNECTING && !c->qp) {
+			ret = -ENOTCONN;
+			goto out;
+		}
+		pthread_mutex_unlock(&c->lock);
+		r = sdp_conn_wait(c, seq, deadline);
+		pthread_mutex_lock(&c->lock);
+		if (r == -EINTR || r == -ETIMEDOUT) {
+			ret = copied ? (ssize_t)copied :
+				(r == -EINTR ? -EINTR : -EAGAIN);
+			goto out;
+		}
+	}
+	ret = (ssize_t)copied;
+	if (!peek && copied)
+		sdp_rx_maybe_credit_update_locked(c);
+out:
+	sdp_conn_update_ready_locked(c);
+	pthread_mutex_unlock(&c->lock);
+	return ret;
+}

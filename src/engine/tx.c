@@ -1,0 +1,358 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tx.c — the send side of a connection: message headers and credits, the
+ * BCopy send queue, small-send coalescing (Nagle-like, off with TCP_NODELAY),
+ * urgent data, DisConn, and send() semantics.
+ *
+ * Credits (annex 4.3, CA4-82): Data and control messages need at least two
+ * credits, so the last one is always available for a credit update; a credit
+ * update needs one and must grant the peer more buffers (rx.c decides).
+ *
+ * Fast path: with an empty send queue and credits in hand, send() posts the
+ * application's bytes straight into the peer's receive buffer (an inline
+ * SEND copies at post time), so BCopy costs one copy on each side, as TCP.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/config.h"
+#include "engine/conn.h"
+#include "engine/progress.h"
+
+#define SDP_DATA_MIN_CREDITS 2
+
+static uint32_t max_payload(const struct sdp_conn *c)
+{
+	return c->peer_rcv_sz - SDP_BSDH_SIZE;
+}
+
+/* Fill the BSDH of our next message and post it with the payload SGEs. */
+static int tx_post(struct sdp_conn *c, uint8_t mid, uint8_t flags,
+		   const struct sdp_sge *payload, int npayload, uint32_t plen)
+{
+	uint8_t hdr[64];
+	struct sdp_sge sg[SDP_MAX_SGE];
+	struct sdp_send_wr wr;
+	struct sdp_msg m;
+	int hlen, i, r;
+
+	memset(&m, 0, sizeof(m));
+	m.bsdh.mid = mid;
+	m.bsdh.flags = flags;
+	m.bsdh.bufs = c->posted > 0xffff ? 0xffff : (uint16_t)c->posted;
+	m.bsdh.mseq = c->tx_next_mseq;
+	m.bsdh.mseq_ack = c->rx_mseq;
+	m.bsdh.len = sdp_wire_hdr_size(mid) + plen;
+	m.payload_len = plen;
+	hlen = sdp_wire_encode_hdr(&m, hdr, sizeof(hdr));
+	if (hlen < 0)
+		return hlen;
+	sg[0].addr = (uint64_t)(uintptr_t)hdr;
+	sg[0].length = (uint32_t)hlen;
+	sg[0].lkey = 0;
+	for (i = 0; i < npayload; i++)
+		sg[i + 1] = payload[i];
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = SDP_WR_SEND;
+	wr.flags = SDP_SEND_INLINE;
+	wr.sg_list = sg;
+	wr.num_sge = npayload + 1;
+	r = sdp_post_send(c->qp, &wr);
+	if (r < 0) {
+		sdp_conn_reset_locked(c, -ECONNRESET, SDP_REASON_TRANSPORT);
+		return r;
+	}
+	c->tx_next_mseq++;
+	c->tx_credits--;
+	c->adv_bufs = m.bsdh.bufs;
+	c->adv_mseq_ack = m.bsdh.mseq_ack;
+	c->stats.msgs_sent++;
+	c->stats.bytes_sent += plen;
+	if (mid == SDP_MID_DATA && plen > 0 && plen < max_payload(c)) {
+		c->nagle_inflight = 1;
+		c->nagle_mseq = m.bsdh.mseq;
+	}
+	return 0;
+}
+
+int sdp_tx_post_ctrl_locked(struct sdp_conn *c, uint8_t mid)
+{
+	int need = mid == SDP_MID_DATA ? 1 : SDP_DATA_MIN_CREDITS;
+
+	/* AbortConn may use the last credit: nothing can follow it. */
+	if (mid == SDP_MID_ABORT_CONN)
+		need = 1;
+	if (!c->qp || c->tx_credits < need)
+		return -EAGAIN;
+	return tx_post(c, mid, 0, NULL, 0, 0);
+}
+
+static int tx_post_disconn(struct sdp_conn *c)
+{
+	int r = sdp_tx_post_ctrl_locked(c, SDP_MID_DISCONN);
+
+	if (r < 0)
+		return r;
+	c->disconn_sent = 1;
+	if (c->state == SDP_ST_ESTABLISHED)
+		return sdp_conn_set_state_locked(c, SDP_ST_FIN_WAIT);
+	if (c->state == SDP_ST_CLOSE_WAIT) {
+		r = sdp_conn_set_state_locked(c, SDP_ST_LAST_ACK);
+		if (r == 0)	/* both DisConns exchanged */
+			r = sdp_conn_set_state_locked(c, SDP_ST_TIME_WAIT);
+		return r;
+	}
+	if (c->state == SDP_ST_FIN_WAIT && c->disconn_rcvd)
+		return sdp_conn_set_state_locked(c, SDP_ST_TIME_WAIT);
+	return 0;
+}
+
+static int tx_can_send_data(const struct sdp_conn *c)
+{
+	switch (c->state) {
+	case SDP_ST_ESTABLISHED:
+	case SDP_ST_CLOSE_WAIT:
+	case SDP_ST_FIN_WAIT:	/* DisConn not yet sent: drain the queue */
+		return !c->disconn_sent;
+	default:
+		return 0;
+	}
+}
+
+int sdp_tx_flush_locked(struct sdp_conn *c, int force)
+{
+	while (c->txq_len > 0 && tx_can_send_data(c)) {
+		uint32_t chunk = c->txq_len, first;
+		uint64_t sent_off = c->tx_queued_off - c->txq_len;
+		struct sdp_sge sg[2];
+		uint8_t flags = 0;
+		int n = 1;
+
+		if (c->tx_credits < SDP_DATA_MIN_CREDITS) {
+			c->stats.credit_stalls++;
+			return 0;
+		}
+		if (chunk > max_payload(c))
+			chunk = max_payload(c);
+		if (c->tx_urg && c->tx_urg_off > sent_off &&
+		    c->tx_urg_off - sent_off <= chunk) {
+			/* End this message exactly at the urgent byte. */
+			chunk = (uint32_t)(c->tx_urg_off - sent_off);
+			flags = SDP_FLAG_OOB_PRES | SDP_FLAG_OOB_PEND;
+		}
+		if (!flags && !force && !c->nodelay && !c->wr_shut &&
+		    chunk < max_payload(c) && c->nagle_inflight) {
+			/* Coalesce: hold a short message while an earlier
+			 * short one is unacknowledged, for a bounded time. */
+			if (!c->nagle_deadline_ns) {
+				c->stats.nagle_holds++;
+				c->nagle_deadline_ns = sdp_now_ns() +
+					sdp_cfg.nagle_us * 1000ull;
+				sdp_progress_arm_timer(c);
+			}
+			return 0;
+		}
+		first = c->txq_cap - c->txq_head;
+		if (first > chunk)
+			first = chunk;
+		sg[0].addr = (uint64_t)(uintptr_t)(c->txq + c->txq_head);
+		sg[0].length = first;
+		sg[0].lkey = 0;
+		if (first < chunk) {
+			sg[1].addr = (uint64_t)(uintptr_t)c->txq;
+			sg[1].length = chunk - first;
+			sg[1].lkey = 0;
+			n = 2;
+		}
+		if (tx_post(c, SDP_MID_DATA, flags, sg, n, chunk) < 0)
+			return -ECONNRESET;
+		c->txq_head = (c->txq_head + chunk) % c->txq_cap;
+		c->txq_len -= chunk;
+		if (flags)
+			c->tx_urg = 0;
+		c->nagle_deadline_ns = 0;
+	}
+	if (c->txq_len == 0 && c->wr_shut && !c->disconn_sent &&
+	    tx_can_send_data(c))
+		tx_post_disconn(c);
+	return 0;
+}
+
+static int tx_ensure_queue(struct sdp_conn *c)
+{
+	uint32_t cap = c->sndbuf;
+
+	if (c->txq && c->txq_cap >= cap)
+		return 0;
+	if (c->txq_len)	/* grow only when empty: keeps the ring simple */
+		return c->txq ? 0 : -ENOMEM;
+	free(c->txq);
+	c->txq = malloc(cap);
+	if (!c->txq) {
+		c->txq_cap = 0;
+		return -ENOMEM;
+	}
+	c->txq_cap = cap;
+	c->txq_head = 0;
+	return 0;
+}
+
+/* Copy from the iov cursor into the ring; returns bytes queued. */
+static size_t tx_enqueue(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
+			 size_t skip, size_t len)
+{
+	size_t done = 0;
+	int vi = 0;
+
+	while (vi < iovcnt && skip >= iov[vi].iov_len)
+		skip -= iov[vi++].iov_len;
+	if (len > c->txq_cap - c->txq_len)
+		len = c->txq_cap - c->txq_len;
+	while (done < len && vi < iovcnt) {
+		uint32_t tail = (c->txq_head + c->txq_len) % c->txq_cap;
+		size_t n = len - done, room = c->txq_cap - tail;
+
+		if (n > iov[vi].iov_len - skip)
+			n = iov[vi].iov_len - skip;
+		if (n > room)
+			n = room;
+		memcpy(c->txq + tail, (const uint8_t *)iov[vi].iov_base + skip, n);
+		c->txq_len += (uint32_t)n;
+		c->tx_queued_off += n;
+		done += n;
+		skip += n;
+		if (skip == iov[vi].iov_len) {
+			vi++;
+			skip = 0;
+		}
+	}
+	return done;
+}
+
+/* Post straight from the application's buffers while credits last.
+ * Returns bytes sent. */
+static size_t tx_direct(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
+			size_t skip, size_t len)
+{
+	size_t done = 0;
+	int vi = 0;
+
+	while (vi < iovcnt && skip >= iov[vi].iov_len)
+		skip -= iov[vi++].iov_len;
+	while (done < len && c->tx_credits >= SDP_DATA_MIN_CREDITS &&
+	       tx_can_send_data(c)) {
+		struct sdp_sge sg[SDP_MAX_SGE - 1];
+		uint32_t chunk = 0, room = max_payload(c);
+		int n = 0, v = vi;
+		size_t off = skip;
+
+		if (len - done < room && !c->nodelay && c->nagle_inflight)
+			break;	/* short: let the queue coalesce it */
+		while (chunk < room && done + chunk < len && v < iovcnt &&
+		       n < SDP_MAX_SGE - 1) {
+			size_t take = iov[v].iov_len - off;
+
+			if (take > room - chunk)
+				take = room - chunk;
+			if (take > len - done - chunk)
+				take = len - done - chunk;
+			sg[n].addr = (uint64_t)(uintptr_t)iov[v].iov_base + off;
+			sg[n].length = (uint32_t)take;
+			sg[n].lkey = 0;
+			n++;
+			chunk += (uint32_t)take;
+			off += take;
+			if (off == iov[v].iov_len) {
+				v++;
+				off = 0;
+			}
+		}
+		if (tx_post(c, SDP_MID_DATA, 0, sg, n, chunk) < 0)
+			break;
+		c->tx_queued_off += chunk;
+		done += chunk;
+		vi = v;
+		skip = off;
+	}
+	return done;
+}
+
+static size_t iov_total(const struct iovec *iov, int iovcnt)
+{
+	size_t t = 0;
+	int i;
+
+	for (i = 0; i < iovcnt; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
+		      int msg_flags, int io_flags, int timeout_ms)
+{
+	size_t total = iov_total(iov, iovcnt), sent = 0;
+	int nonblock = (io_flags & SDP_IO_NONBLOCK) || (msg_flags & MSG_DONTWAIT);
+	int oob = !!(msg_flags & MSG_OOB);
+	uint64_t deadline = timeout_ms > 0 ?
+		sdp_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+	ssize_t ret;
+	uint32_t seq;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		seq = c->qp ? SDP_TP(c->qp)->wait_seq(c->qp) : 0;
+		sdp_conn_progress_locked(c);
+		if (c->state == SDP_ST_RESET || c->err) {
+			ret = sent ? (ssize_t)sent : (c->err ? c->err : -EPIPE);
+			goto out;
+		}
+		if (c->wr_shut) {
+			ret = sent ? (ssize_t)sent : -EPIPE;
+			goto out;
+		}
+		if (c->state == SDP_ST_CLOSED) {
+			ret = -ENOTCONN;
+			goto out;
+		}
+		if (c->state != SDP_ST_CONNECTING) {
+			if (tx_ensure_queue(c) < 0) {
+				ret = sent ? (ssize_t)sent : -ENOMEM;
+				goto out;
+			}
+			if (!oob && c->txq_len == 0 && c->caps.max_inline >=
+			    c->peer_rcv_sz)
+				sent += tx_direct(c, iov, iovcnt, sent,
+						  total - sent);
+			if (sent < total)
+				sent += tx_enqueue(c, iov, iovcnt, sent,
+						   total - sent);
+			if (oob && sent == total && total > 0) {
+				c->tx_urg = 1;
+				c->tx_urg_off = c->tx_queued_off;
+			}
+			sdp_tx_flush_locked(c, oob);
+			if (sent == total)
+				break;
+		}
+		if (nonblock) {
+			ret = sent ? (ssize_t)sent : -EAGAIN;
+			goto out;
+		}
+		pthread_mutex_unlock(&c->lock);
+		r = sdp_conn_wait(c, seq, deadline);
+		pthread_mutex_lock(&c->lock);
+		if (r == -EINTR || r == -ETIMEDOUT) {
+			ret = sent ? (ssize_t)sent :
+				(r == -EINTR ? -EINTR : -EAGAIN);
+			goto out;
+		}
+	}
+	ret = (ssize_t)sent;
+out:
+	sdp_conn_update_ready_locked(c);
+	pthread_mutex_unlock(&c->lock);
+	return ret;
+}

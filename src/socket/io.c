@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * io.c — the data entry points: send, sendto, sendmsg, write, writev, recv,
+ * recvfrom, recvmsg, read, readv and the fortified/_chk aliases glibc uses,
+ * so no call slips past the switch.  Each maps the descriptor, then hands an
+ * iovec to the engine; SIGPIPE and errno are produced here, at the boundary.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/real.h"
+#include "socket/sock.h"
+
+/* Hold both the socket and its connection for the duration of a call. */
+static struct sdp_conn *conn_of(struct sdp_sock *s)
+{
+	struct sdp_conn *c = NULL;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->kind == SDP_SK_CONN) {
+		c = s->conn;
+		sdp_conn_get(c);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return c;
+}
+
+static ssize_t sock_send(struct sdp_sock *s, const struct iovec *iov, int cnt,
+			 int flags)
+{
+	struct sdp_conn *c = conn_of(s);
+	ssize_t r;
+
+	if (!c) {
+		r = s->kind == SDP_SK_LISTEN ? -ENOTCONN : -ENOTCONN;
+		goto out;
+	}
+	r = sdp_conn_send(c, iov, cnt, flags,
+			  atomic_load(&s->nonblock) ? SDP_IO_NONBLOCK : 0,
+			  s->sndtimeo_ms);
+	sdp_conn_put(c);
+out:
+	if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
+		raise(SIGPIPE);		/* as the kernel: to the calling thread */
+	return r;
+}
+
+static ssize_t sock_recv(struct sdp_sock *s, const struct iovec *iov, int cnt,
+			 int flags)
+{
+	struct sdp_conn *c = conn_of(s);
+	ssize_t r;
+
+	if (!c)
+		return -ENOTCONN;
+	r = sdp_conn_recv(c, iov, cnt, flags,
+			  atomic_load(&s->nonblock) ? SDP_IO_NONBLOCK : 0,
+			  s->rcvtimeo_ms);
+	sdp_conn_put(c);
+	return r;
+}
+
+static ssize_t send1(struct sdp_sock *s, const void *buf, size_t len, int flags)
+{
+	struct iovec v = { .iov_base = (void *)buf, .iov_len = len };
+	ssize_t r = sock_send(s, &v, 1, flags);
+
+	sdp_sock_put(s);
+	return sdp_sret(r);
+}
+
+static ssize_t recv1(struct sdp_sock *s, void *buf, size_t len, int flags)
+{
+	struct iovec v = { .iov_base = buf, .iov_len = len };
+	ssize_t r = sock_recv(s, &v, 1, flags);
+
+	sdp_sock_put(s);
+	return sdp_sret(r);
+}
+
+static int iov_ok(const struct iovec *iov, int cnt)
+{
+	return cnt >= 0 && cnt <= IOV_MAX && (cnt == 0 || iov);
+}
+
+SDP_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+	struct sdp_sock *s = sdp_fd_get(fd);
+
+	if (!s) {
+		sdp_real_init();
+		return sdp_real.send(fd, buf, len, flags);
+	}
+	return send1(s, buf, len, flags);
+}
+
+SDP_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
+			  const struct sockaddr *to, socklen_t tolen)
+{
+	struct sdp_sock *s = sdp_fd_get(fd);
+
+	if (!s) {
+		sdp_real_init();
+		return sdp_real.sendto(fd, buf, len, flags, to, tolen);
+	}
+	return send1(s, buf, len, flags);	/* address ignored, as TCP */
+}
+
+SDP_EXPORT ssize_t write(int fd, const void *buf, size_t len)
+{
+	struct sdp_sock *s = sdp_fd_get(fd);
+
+	if (!s) {
+		sdp_real_init();
+		return sdp_real.write(fd, buf, len);
+	}
+	return send1(s, buf, len, 0);
+}
+
+SDP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	struct sdp_sock *s = sdp_fd_get(fd);
+	ssize_t r;
+
+	if (!s) {
+		sdp_real_init();
+		return sdp_real.writev(fd, iov, cnt);
+	}
+	r = iov_ok(iov, cnt) ? sock_send(s, iov, cnt, 0) : -EINVAL;
+	sdp_sock_put(s);
+	return sdp_sret(r);
+}
+
+SDP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	struct sdp_sock *s = sdp_fd_get(fd);
+	ssize_t r;
+
+	if (!s) {
+		sdp_real_init();
+		return sdp_real.sendmsg(fd, msg, flags);
+	}
+	if (!msg || !iov_ok(msg->msg_iov, (int)msg->msg_iovlen))
+		r = -EINVAL;
+	else if (msg->msg_controllen)
+		r = -EOPNOTSUPP;	/* no ancillary data on SDP streams */
+	else
+		r = sock_send(s, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	sdp_sock_put(s);
+	return sdp_sret(r);
+}
+
+SDP_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+	struct sdp_sock *s = sdp_fd_get(fd);
+
+	if (!s) {
+		sdp_real_init();
+		return sdp_real.recv(fd, buf, len, flags);
+	}
+	return recv1(s, buf, len, flags);
+}
+
+SDP_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
+			    struct sockaddr *from, socklen_t *fromlen)
+{
+	struct sdp_sock *s = sdp_fd_get(fd);
+
+	if (!s) {
+		sdp_real_init();
+		return sdp_real.recvfrom(fd, buf, len, flags, from, fromlen);
+	}
+	if (from && fromlen)
+		*fromlen = 0;	/* connected stream: no source address */
+	return recv1(s, buf, len, flags);
+}
+
+SDP_EXPORT ssize_t read(int fd, void *buf, size_t len)
+{
+	struct sdp_sock *s = sdp_fd_get(fd);
+
+	if (!s) {
+		sdp_real_init();
+		return sdp_real.read(fd, buf, len);
+	}
+	return recv1(s, buf, len, 0);
+}
+
+SDP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+	struct sdp_sock *s = sdp_fd_get(fd);
+	ssize_t r;
+
+	if (!s) {
+		sdp_real_init();
+		return sdp_real.readv(fd, iov, cnt);
+	}
+	r = iov_ok(iov, cnt) ? sock_recv(s, iov, cnt, 0) : -EINVAL;
+	sdp_sock_put(s);
+	return sdp_sret(r);
+}
+
+SDP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	struct sdp_sock *s = sdp_fd_get(fd);
+	ssize_t r;
+
+	if (!s) {
+		sdp_real_init();
+		return sdp_real.recvmsg(fd, msg, flags);
+	}
+	if (!msg || !iov_ok(msg->msg_iov, (int)msg->msg_iovlen)) {
+		r = -EINVAL;
+	} else {
+		r = sock_recv(s, msg->msg_iov, (int)msg->msg_iovlen, flags);
+		msg->msg_namelen = 0;
+		msg->msg_controllen = 0;
+		msg->msg_flags = (r > 0 && (flags & MSG_OOB)) ? MSG_OOB : 0;
+	}
+	sdp_sock_put(s);
+	return sdp_sret(r);
+}
+
+/* Fortified variants (-D_FORTIFY_SOURCE): check, then the same path. */
+SDP_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen,
+			      int flags)
+{
+	if (len > buflen)
+		abort();	/* what glibc's __chk_fail amounts to */
+	return recv(fd, buf, len, flags);
+}
+
+SDP_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
+				  int flags, struct sockaddr *from,
+				  socklen_t *fromlen)
+{
+	if (len > buflen)
+		abort();
+	return recvfrom(fd, buf, len, flags, from, fromlen);
+}
+
+SDP_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
+{
+	if (len > buflen)
+		abort();
+	return read(fd, buf, len);
+}

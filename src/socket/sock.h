@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sock.h — the socket switch's view of one SDP socket (what the application
+ * sees through a descriptor), and the descriptor table.
+ *
+ * The descriptor the application holds is a real kernel descriptor (one end
+ * of a socketpair, see engine/readiness.h), so it is unique, survives
+ * poll/epoll/select untouched, and closes like any other.  dup() aliases map
+ * to the same sdp_sock.
+ */
+#ifndef SDP_SOCK_H
+#define SDP_SOCK_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+
+#include "engine/conn.h"
+#include "engine/listener.h"
+#include "engine/readiness.h"
+
+#define SDP_EXPORT __attribute__((visibility("default")))
+
+enum sdp_sock_kind {
+	SDP_SK_NEW = 0,		/* fresh */
+	SDP_SK_BOUND,		/* bind() done: port reserved */
+	SDP_SK_LISTEN,
+	SDP_SK_CONN,		/* connect()/accept(): see conn->state */
+};
+
+struct sdp_sock {
+	atomic_int refs;	/* table entries + calls in progress */
+	atomic_int nfds;	/* descriptors naming it (dup) */
+	pthread_mutex_t lock;	/* kind transitions (bind/listen/connect) */
+	int domain;		/* AF_INET_SDP or AF_INET6_SDP */
+	int family;		/* AF_INET or AF_INET6 (addresses) */
+	enum sdp_sock_kind kind;
+	struct sdp_ready ready;
+	struct sdp_listener *bound;	/* SDP_SK_BOUND: the reservation */
+	struct sockaddr_storage local;	/* bound address */
+	socklen_t local_len;
+	struct sdp_listen *lsn;
+	struct sdp_conn *conn;
+
+	/* Options as set by the application. */
+	atomic_int nonblock;
+	int reuseaddr, reuseport, keepalive, oobinline, nodelay, cork;
+	int v6only, rcvlowat, keepidle, keepintvl, keepcnt, tos, zcopy_thresh;
+	int sndbuf, rcvbuf;	/* as getsockopt reports them */
+	struct linger linger;
+	int rcvtimeo_ms, sndtimeo_ms;	/* 0 = forever */
+	int last_bind_err;
+};
+
+/* Descriptor table (fdtable.c).  get() returns a referenced socket or NULL
+ * (cheap for descriptors that are not SDP). */
+struct sdp_sock *sdp_fd_get(int fd);
+int sdp_fd_set(int fd, struct sdp_sock *s);
+struct sdp_sock *sdp_fd_take(int fd);
+void sdp_sock_put(struct sdp_sock *s);
+
+/* Socket object (socket.c). */
+struct sdp_sock *sdp_sock_new(int domain, int flags, int *err);
+/* Last descriptor closed: close the connection/listener, free the port. */
+void sdp_sock_release(struct sdp_sock *s);
+
+/* errno at the POSIX boundary: -errno in, -1 out. */
+static inline int sdp_ret(int r)
+{
+	if (r < 0) {
+		errno = -r;
+		return -1;
+	}
+	return r;
+}
+
+static inline ssize_t sdp_sret(ssize_t r)
+{
+	if (r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	return r;
+}
+
+/* Address checks shared by bind/connect (socket.c): copy into `out` as
+ * AF_INET/AF_INET6 (accepting the SDP family numbers too). */
+int sdp_sock_addr_in(const struct sdp_sock *s, const struct sockaddr *sa,
+		     socklen_t len, struct sockaddr_storage *out,
+		     socklen_t *outlen);
+
+#endif

@@ -1,0 +1,570 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * socket.c — the socket switch's connection-management entry points:
+ * socket, bind, listen, accept, accept4, connect, shutdown, close,
+ * getsockname, getpeername, dup, dup2, dup3.
+ *
+ * Each interposed function maps the descriptor; anything that is not an SDP
+ * socket goes straight to the C library.  SDP sockets never silently turn
+ * into TCP here (that is the policy layer's job).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/config.h"
+#include "engine/real.h"
+#include "sdp/sdp.h"
+#include "socket/sock.h"
+
+SDP_EXPORT const char *sdp_version(void)
+{
+	return "0.1.0";
+}
+
+static int sdp_domain(int domain)
+{
+	return domain == AF_INET_SDP || domain == AF_INET6_SDP;
+}
+
+struct sdp_sock *sdp_sock_new(int domain, int flags, int *err)
+{
+	struct sdp_sock *s = calloc(1, sizeof(*s));
+	int r;
+
+	if (!s) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	r = sdp_ready_init(&s->ready, flags);
+	if (r < 0) {
+		free(s);
+		*err = r;
+		return NULL;
+	}
+	atomic_init(&s->refs, 0);
+	atomic_init(&s->nfds, 0);
+	pthread_mutex_init(&s->lock, NULL);
+	s->domain = domain;
+	s->family = domain == AF_INET6_SDP ? AF_INET6 : AF_INET;
+	atomic_init(&s->nonblock, !!(flags & SOCK_NONBLOCK));
+	s->sndbuf = (int)sdp_cfg.sndbuf;
+	s->rcvbuf = (int)sdp_cfg.rcvbuf;
+	s->zcopy_thresh = 0;
+	return s;
+}
+
+void sdp_sock_put(struct sdp_sock *s)
+{
+	if (atomic_fetch_sub(&s->refs, 1) == 1) {
+		pthread_mutex_destroy(&s->lock);
+		free(s);
+	}
+}
+
+void sdp_sock_release(struct sdp_sock *s)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->conn) {
+		int abort = s->linger.l_onoff && s->linger.l_linger == 0;
+
+		sdp_conn_close(s->conn, abort);	/* drops our reference */
+		s->conn = NULL;
+	}
+	if (s->lsn) {
+		sdp_listen_close(s->lsn);
+		s->lsn = NULL;
+	}
+	if (s->bound) {
+		sdp_tp_default()->close_listener(s->bound);
+		s->bound = NULL;
+	}
+	sdp_ready_release(&s->ready);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static int sock_install(struct sdp_sock *s)
+{
+	int r = sdp_fd_set(s->ready.app_fd, s);
+
+	if (r < 0) {
+		sdp_real.close(s->ready.app_fd);
+		sdp_ready_release(&s->ready);
+		pthread_mutex_destroy(&s->lock);
+		free(s);
+		return r;
+	}
+	return s->ready.app_fd;
+}
+
+SDP_EXPORT int socket(int domain, int type, int protocol)
+{
+	int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+	struct sdp_sock *s;
+	int err = 0;
+
+	if (sdp_real_init() < 0 || !sdp_domain(domain)) {
+		if (!sdp_real.socket) {
+			errno = ENOSYS;
+			return -1;
+		}
+		return sdp_real.socket(domain, type, protocol);
+	}
+	sdp_config_init();
+	if (base != SOCK_STREAM)
+		return sdp_ret(-ESOCKTNOSUPPORT);
+	if (protocol != 0 && protocol != IPPROTO_TCP)
+		return sdp_ret(-EPROTONOSUPPORT);
+	s = sdp_sock_new(domain, type & (SOCK_NONBLOCK | SOCK_CLOEXEC), &err);
+	if (!s)
+		return sdp_ret(err);
+	return sdp_ret(sock_install(s));
+}
+
+int sdp_sock_addr_in(const struct sdp_sock *s, const struct sockaddr *sa,
+		     socklen_t len, struct sockaddr_storage *out,
+		     socklen_t *outlen)
+{
+	int fam;
+
+	if (!sa)
+		return -EFAULT;
+	if (len < sizeof(sa_family_t))
+		return -EINVAL;
+	fam = sa->sa_family;
+	if (fam == AF_INET_SDP)
+		fam = AF_INET;
+	else if (fam == AF_INET6_SDP)
+		fam = AF_INET6;
+	memset(out, 0, sizeof(*out));
+	if (fam == AF_INET && s->family == AF_INET) {
+		if (len < sizeof(struct sockaddr_in))
+			return -EINVAL;
+		memcpy(out, sa, sizeof(struct sockaddr_in));
+		*outlen = sizeof(struct sockaddr_in);
+	} else if (fam == AF_INET6 && s->family == AF_INET6) {
+		if (len < sizeof(struct sockaddr_in6))
+			return -EINVAL;
+		memcpy(out, sa, sizeof(struct sockaddr_in6));
+		*outlen = sizeof(struct sockaddr_in6);
+	} else if (fam == AF_INET && s->family == AF_INET6) {
+		/* An IPv6 SDP socket given an IPv4 address: as Linux. */
+		return -EAFNOSUPPORT;
+	} else {
+		return -EAFNOSUPPORT;
+	}
+	out->ss_family = (sa_family_t)fam;
+	return 0;
+}
+
+static int sock_bind_locked(struct sdp_sock *s, const struct sockaddr_storage *a,
+			    socklen_t len)
+{
+	struct sdp_listener *l = NULL;
+	int r;
+
+	if (s->kind != SDP_SK_NEW)
+		return -EINVAL;
+	r = sdp_tp_default()->bind((const struct sockaddr *)a, len, &l);
+	s->last_bind_err = r;
+	if (r < 0)
+		return r;
+	s->bound = l;
+	s->local_len = sizeof(s->local);
+	sdp_tp_default()->bound_addr(l, &s->local, &s->local_len);
+	s->kind = SDP_SK_BOUND;
+	return 0;
+}
+
+SDP_EXPORT int bind(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	struct sdp_sock *s = sdp_fd_get(fd);
+	struct sockaddr_storage a;
+	socklen_t alen;
+	int r;
+
+	if (!s) {
+		sdp_real_init();
+		return sdp_real.bind(fd, sa, len);
+	}
+	r = sdp_sock_addr_in(s, sa, len, &a, &alen);
+	if (r == 0) {
+		pthread_mutex_lock(&s->lock);
+		r = sock_bind_locked(s, &a, alen);
+		pthread_mutex_unlock(&s->lock);
+	}
+	sdp_sock_put(s);
+	return sdp_ret(r);
+}
+
+static void wildcard(const struct sdp_sock *s, struct sockaddr_storage *a,
+		     socklen_t *len)
+{
+	memset(a, 0, sizeof(*a));
+	a->ss_family = (sa_family_t)s->family;
+	*len = s->family == AF_INET ? sizeof(struct sockaddr_in) :
+				      sizeof(struct sockaddr_in6);
+}
+
+SDP_EXPORT int listen(int fd, int backlog)
+{
+	struct sdp_sock *s = sdp_fd_get(fd);
+	struct sockaddr_storage a;
+	socklen_t alen;
+	int r = 0;
+
+	if (!s) {
+		sdp_real_init();
+		return sdp_real.listen(fd, backlog);
+	}
+	pthread_mutex_lock(&s->lock);
+	if (s->kind == SDP_SK_LISTEN) {
+		sdp_listen_set_backlog(s->lsn, backlog);
+		goto out;
+	}
+	if (s->kind == SDP_SK_NEW) {
+		wildcard(s, &a, &alen);	/* as TCP: autobind a free port */
+		r = sock_bind_locked(s, &a, alen);
+		if (r < 0)
+			goto out;
+	}
+	if (s->kind != SDP_SK_BOUND) {
+		r = -EINVAL;
+		goto out;
+	}
+	sdp_ready_set(&s->ready, 0);	/* nothing to accept yet */
+	r = sdp_listen_create(s->bound, backlog, &s->ready, &s->lsn);
+	if (r < 0)
+		goto out;
+	s->bound = NULL;
+	s->kind = SDP_SK_LISTEN;
+out:
+	pthread_mutex_unlock(&s->lock);
+	sdp_sock_put(s);
+	return sdp_ret(r);
+}
+
+static void copy_addr(const struct sockaddr_storage *src, socklen_t srclen,
+		      struct sockaddr *dst, socklen_t *dstlen)
+{
+	socklen_t n;
+
+	if (!dst || !dstlen)
+		return;
+	n = *dstlen < srclen ? *dstlen : srclen;
+	memcpy(dst, src, n);
+	*dstlen = srclen;	/* the real size, as the kernel reports */
+}
+
+static void conn_apply_options(struct sdp_conn *c, const struct sdp_sock *s)
+{
+	c->nodelay = !!s->nodelay;
+	c->oob_inline = !!s->oobinline;
+	c->sndbuf = (uint32_t)s->sndbuf;
+	c->rcvbuf = (uint32_t)s->rcvbuf;
+}
+
+static int do_accept(int fd, struct sockaddr *sa, socklen_t *len, int flags)
+{
+	struct sdp_sock *s = sdp_fd_get(fd), *ns;
+	struct sdp_conn *c;
+	int r, err = 0, nfd;
+
+	if (!s) {
+		sdp_real_init();
+		return sdp_real.accept4(fd, sa, len, flags);
+	}
+	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) {
+		r = -EINVAL;
+		goto out;
+	}
+	if (s->kind != SDP_SK_LISTEN) {
+		r = -EINVAL;
+		goto out;
+	}
+	r = sdp_listen_accept(s->lsn, atomic_load(&s->nonblock),
+			      s->rcvtimeo_ms, &c);
+	if (r < 0)
+		goto out;
+	ns = sdp_sock_new(s->domain, flags, &err);
+	if (!ns) {
+		sdp_conn_close(c, 1);
+		r = err;
+		goto out;
+	}
+	/* Options set on the listener are inherited, as with TCP. */
+	ns->nodelay = s->nodelay;
+	ns->oobinline = s->oobinline;
+	ns->keepalive = s->keepalive;
+	ns->sndbuf = s->sndbuf;
+	ns->rcvbuf = s->rcvbuf;
+	ns->linger = s->linger;
+	ns->kind = SDP_SK_CONN;
+	ns->conn = c;
+	pthread_mutex_lock(&c->lock);
+	conn_apply_options(c, ns);
+	c->ready = &ns->ready;
+	sdp_conn_update_ready_locked(c);
+	if (c->state != SDP_ST_CONNECTING)
+		copy_addr(&c->addr.peer, c->addr.peer_len, sa, len);
+	pthread_mutex_unlock(&c->lock);
+	nfd = sock_install(ns);
+	r = nfd;
+out:
+	sdp_sock_put(s);
+	return r;
+}
+
+SDP_EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *len)
+{
+	return sdp_ret(do_accept(fd, sa, len, 0));
+}
+
+SDP_EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
+{
+	return sdp_ret(do_accept(fd, sa, len, flags));
+}
+
+/* Start an active open.  Called with s->lock held. */
+static int sock_connect_start(struct sdp_sock *s,
+			      const struct sockaddr_storage *a, socklen_t alen)
+{
+	struct sdp_conn *c;
+	int r;
+
+	r = sdp_conn_alloc(&c);
+	if (r < 0)
+		return r;
+	conn_apply_options(c, s);
+	c->ready = &s->ready;
+	sdp_ready_set(&s->ready, 0);	/* not writable until connected */
+	r = sdp_conn_connect(c, s->bound, (const struct sockaddr *)a, alen);
+	s->bound = NULL;	/* consumed, success or not */
+	if (r < 0) {
+		pthread_mutex_lock(&c->lock);
+		c->ready = NULL;
+		pthread_mutex_unlock(&c->lock);
+		sdp_ready_set(&s->ready, SDP_READY_OUT);
+		sdp_conn_put(c);
+		s->kind = SDP_SK_NEW;
+		return r;
+	}
+	s->conn = c;
+	s->kind = SDP_SK_CONN;
+	return 0;
+}
+
+SDP_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	struct sdp_sock *s = sdp_fd_get(fd);
+	struct sockaddr_storage a;
+	struct sdp_conn *c = NULL;
+	socklen_t alen;
+	int r;
+
+	if (!s) {
+		sdp_real_init();
+		return sdp_real.connect(fd, sa, len);
+	}
+	r = sdp_sock_addr_in(s, sa, len, &a, &alen);
+	if (r < 0)
+		goto out;
+	pthread_mutex_lock(&s->lock);
+	if (s->kind == SDP_SK_LISTEN) {
+		r = -EINVAL;
+	} else if (s->kind == SDP_SK_CONN) {
+		c = s->conn;
+		pthread_mutex_lock(&c->lock);
+		sdp_conn_progress_locked(c);
+		if (c->state == SDP_ST_CONNECTING)
+			r = -EALREADY;
+		else if (c->state == SDP_ST_RESET && c->so_error) {
+			r = c->so_error;	/* report a failed attempt once */
+			c->so_error = 0;
+		} else
+			r = -EISCONN;
+		pthread_mutex_unlock(&c->lock);
+		c = NULL;
+	} else {
+		r = sock_connect_start(s, &a, alen);
+		if (r == 0) {
+			c = s->conn;
+			sdp_conn_get(c);
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (r < 0 || !c)
+		goto out;
+	if (atomic_load(&s->nonblock)) {
+		pthread_mutex_lock(&c->lock);
+		sdp_conn_progress_locked(c);
+		r = c->state == SDP_ST_ESTABLISHED ? 0 : -EINPROGRESS;
+		pthread_mutex_unlock(&c->lock);
+	} else {
+		r = sdp_conn_wait_connected(c, s->sndtimeo_ms ? s->sndtimeo_ms : -1);
+		if (r == -ETIMEDOUT && s->sndtimeo_ms)
+			r = -EINPROGRESS;	/* as TCP with SO_SNDTIMEO */
+	}
+	sdp_conn_put(c);
+out:
+	sdp_sock_put(s);
+	return sdp_ret(r);
+}
+
+SDP_EXPORT int shutdown(int fd, int how)
+{
+	struct sdp_sock *s = sdp_fd_get(fd);
+	int r;
+
+	if (!s) {
+		sdp_real_init();
+		return sdp_real.shutdown(fd, how);
+	}
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+		r = -EINVAL;
+	else if (s->kind == SDP_SK_CONN)
+		r = sdp_conn_shutdown(s->conn, how);
+	else
+		r = -ENOTCONN;
+	sdp_sock_put(s);
+	return sdp_ret(r);
+}
+
+SDP_EXPORT int close(int fd)
+{
+	struct sdp_sock *s;
+	int r;
+
+	if (sdp_real_init() < 0)
+		return -1;
+	s = sdp_fd_take(fd);
+	r = sdp_real.close(fd);
+	if (s) {
+		if (atomic_fetch_sub(&s->nfds, 1) == 1)
+			sdp_sock_release(s);
+		sdp_sock_put(s);
+	}
+	return r;
+}
+
+SDP_EXPORT int getsockname(int fd, struct sockaddr *sa, socklen_t *len)
+{
+	struct sdp_sock *s = sdp_fd_get(fd);
+	struct sockaddr_storage a;
+	socklen_t alen;
+
+	if (!s) {
+		sdp_real_init();
+		return sdp_real.getsockname(fd, sa, len);
+	}
+	if (!sa || !len) {
+		sdp_sock_put(s);
+		return sdp_ret(-EFAULT);
+	}
+	pthread_mutex_lock(&s->lock);
+	if (s->kind == SDP_SK_CONN && s->conn->addr.local_len) {
+		a = s->conn->addr.local;
+		alen = s->conn->addr.local_len;
+	} else if (s->kind == SDP_SK_BOUND || s->kind == SDP_SK_LISTEN) {
+		a = s->local;
+		alen = s->local_len;
+	} else {
+		wildcard(s, &a, &alen);
+	}
+	pthread_mutex_unlock(&s->lock);
+	copy_addr(&a, alen, sa, len);
+	sdp_sock_put(s);
+	return 0;
+}
+
+SDP_EXPORT int getpeername(int fd, struct sockaddr *sa, socklen_t *len)
+{
+	struct sdp_sock *s = sdp_fd_get(fd);
+	int r = 0;
+
+	if (!s) {
+		sdp_real_init();
+		return sdp_real.getpeername(fd, sa, len);
+	}
+	if (!sa || !len) {
+		r = -EFAULT;
+	} else if (s->kind != SDP_SK_CONN) {
+		r = -ENOTCONN;
+	} else {
+		struct sdp_conn *c = s->conn;
+
+		pthread_mutex_lock(&c->lock);
+		if (c->state == SDP_ST_CONNECTING || c->state == SDP_ST_CLOSED ||
+		    !c->addr.peer_len || (c->state == SDP_ST_RESET &&
+					   c->reason == SDP_REASON_REFUSED))
+			r = -ENOTCONN;
+		else
+			copy_addr(&c->addr.peer, c->addr.peer_len, sa, len);
+		pthread_mutex_unlock(&c->lock);
+	}
+	sdp_sock_put(s);
+	return sdp_ret(r);
+}
+
+/* dup family: the new descriptor aliases the same SDP socket. */
+static int alias(int oldfd, int newfd)
+{
+	struct sdp_sock *s = sdp_fd_get(oldfd);
+	int r;
+
+	if (!s)
+		return newfd;
+	r = sdp_fd_set(newfd, s);
+	sdp_sock_put(s);
+	if (r < 0) {
+		sdp_real.close(newfd);
+		return r;
+	}
+	return newfd;
+}
+
+SDP_EXPORT int dup(int fd)
+{
+	int nfd;
+
+	sdp_real_init();
+	nfd = sdp_real.dup(fd);
+	return nfd < 0 ? nfd : sdp_ret(alias(fd, nfd));
+}
+
+static int dup_onto(int oldfd, int newfd, int flags, int use3)
+{
+	struct sdp_sock *old;
+	int r;
+
+	sdp_real_init();
+	if (oldfd == newfd && !use3)
+		return sdp_real.dup2(oldfd, newfd);
+	/* newfd is closed implicitly: release its SDP socket if any. */
+	old = sdp_fd_take(newfd);
+	r = use3 ? sdp_real.dup3(oldfd, newfd, flags) :
+		   sdp_real.dup2(oldfd, newfd);
+	if (old) {
+		if (r < 0) {
+			sdp_fd_set(newfd, old);	/* nothing happened */
+			atomic_fetch_sub(&old->nfds, 1);
+		} else if (atomic_fetch_sub(&old->nfds, 1) == 1) {
+			sdp_sock_release(old);
+		}
+		sdp_sock_put(old);
+	}
+	return r < 0 ? r : sdp_ret(alias(oldfd, r));
+}
+
+SDP_EXPORT int dup2(int oldfd, int newfd)
+{
+	return dup_onto(oldfd, newfd, 0, 0);
+}
+
+SDP_EXPORT int dup3(int oldfd, int newfd, int flags)
+{
+	return dup_onto(oldfd, newfd, flags, 1);
+}

@@ -1,0 +1,431 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sockopt.c — getsockopt, setsockopt, fcntl and ioctl for SDP sockets.
+ *
+ * Options that have an SDP meaning are honoured (TCP_NODELAY, SO_LINGER,
+ * SO_OOBINLINE, SO_RCVTIMEO/SO_SNDTIMEO, SO_SNDBUF, SO_ERROR, ...); options
+ * programs commonly set that have no SDP effect are stored and read back, as
+ * README.md lists.  Unknown options fail with ENOPROTOOPT, never silently.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/time.h>
+
+#include "engine/real.h"
+#include "sdp/sdp.h"
+#include "socket/sock.h"
+
+static int get_int(const void *v, socklen_t len, int *out)
+{
+	if (!v)
+		return -EFAULT;
+	if (len < sizeof(int))
+		return -EINVAL;
+	memcpy(out, v, sizeof(int));
+	return 0;
+}
+
+static int put_int(void *v, socklen_t *len, int val)
+{
+	if (!v || !len)
+		return -EFAULT;
+	if (*len < sizeof(int))
+		return -EINVAL;
+	memcpy(v, &val, sizeof(int));
+	*len = sizeof(int);
+	return 0;
+}
+
+static int tv_to_ms(const void *v, socklen_t len, int *ms)
+{
+	struct timeval tv;
+
+	if (!v)
+		return -EFAULT;
+	if (len < sizeof(tv))
+		return -EINVAL;
+	memcpy(&tv, v, sizeof(tv));
+	if (tv.tv_usec < 0 || tv.tv_usec >= 1000000)
+		return -EDOM;
+	if (tv.tv_sec < 0)
+		tv.tv_sec = tv.tv_usec = 0;	/* as Linux: no timeout */
+	if (tv.tv_sec > 2000000)
+		tv.tv_sec = 2000000;
+	*ms = (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+	return 0;
+}
+
+static int ms_to_tv(void *v, socklen_t *len, int ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+
+	if (!v || !len)
+		return -EFAULT;
+	if (*len < sizeof(tv))
+		return -EINVAL;
+	memcpy(v, &tv, sizeof(tv));
+	*len = sizeof(tv);
+	return 0;
+}
+
+/* Push options with a connection-level effect down to the engine. */
+static void sync_conn(struct sdp_sock *s)
+{
+	struct sdp_conn *c;
+
+	pthread_mutex_lock(&s->lock);
+	c = s->kind == SDP_SK_CONN ? s->conn : NULL;
+	if (c) {
+		pthread_mutex_lock(&c->lock);
+		c->oob_inline = !!s->oobinline;
+		if (c->nodelay != !!s->nodelay) {
+			c->nodelay = !!s->nodelay;
+			if (c->nodelay)	/* as TCP: setting it pushes */
+				sdp_tx_flush_locked(c, 1);
+		}
+		c->sndbuf = (uint32_t)s->sndbuf;
+		c->rcvbuf = (uint32_t)s->rcvbuf;
+		sdp_conn_update_ready_locked(c);
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+static int set_sol_socket(struct sdp_sock *s, int name, const void *v,
+			  socklen_t len)
+{
+	int val = 0, r;
+
+	switch (name) {
+	case SO_RCVTIMEO:
+		return tv_to_ms(v, len, &s->rcvtimeo_ms);
+	case SO_SNDTIMEO:
+		return tv_to_ms(v, len, &s->sndtimeo_ms);
+	case SO_LINGER:
+		if (!v)
+			return -EFAULT;
+		if (len < sizeof(struct linger))
+			return -EINVAL;
+		memcpy(&s->linger, v, sizeof(struct linger));
+		return 0;
+	default:
+		break;
+	}
+	r = get_int(v, len, &val);
+	if (r < 0)
+		return r;
+	switch (name) {
+	case SO_REUSEADDR: s->reuseaddr = !!val; return 0;
+	case SO_REUSEPORT: s->reuseport = !!val; return 0;
+	case SO_KEEPALIVE: s->keepalive = !!val; return 0;
+	case SO_OOBINLINE: s->oobinline = !!val; break;
+	case SO_RCVLOWAT: s->rcvlowat = val < 1 ? 1 : val; return 0;
+	case SO_SNDBUF:
+	case SO_SNDBUFFORCE:
+		/* As Linux: the kernel doubles the request for overhead. */
+		val = val < 2048 ? 2048 : (val > (1 << 29) ? (1 << 29) : val);
+		s->sndbuf = val * 2;
+		break;
+	case SO_RCVBUF:
+	case SO_RCVBUFFORCE:
+		val = val < 1024 ? 1024 : (val > (1 << 29) ? (1 << 29) : val);
+		s->rcvbuf = val * 2;
+		break;
+	case SO_PRIORITY:
+	case SO_BROADCAST:
+	case SO_DONTROUTE:
+	case SO_BUSY_POLL:
+	case SO_ZEROCOPY:
+		return 0;	/* accepted; no SDP meaning */
+	default:
+		return -ENOPROTOOPT;
+	}
+	sync_conn(s);
+	return 0;
+}
+
+static int set_tcp(struct sdp_sock *s, int name, const void *v, socklen_t len)
+{
+	int val = 0, r = get_int(v, len, &val);
+
+	if (r < 0)
+		return r;
+	switch (name) {
+	case TCP_NODELAY: s->nodelay = !!val; break;
+	case TCP_CORK: s->cork = !!val; return 0;
+	case TCP_KEEPIDLE:
+		if (val < 1 || val > 32767)
+			return -EINVAL;
+		s->keepidle = val;
+		return 0;
+	case TCP_KEEPINTVL: s->keepintvl = val; return 0;
+	case TCP_KEEPCNT: s->keepcnt = val; return 0;
+	case TCP_QUICKACK:
+	case TCP_DEFER_ACCEPT:
+	case TCP_USER_TIMEOUT:
+	case TCP_FASTOPEN:
+		return 0;	/* no SDP equivalent; accepted */
+	case SDP_ZCOPY_THRESH:
+		if (val < 0)
+			return -EINVAL;
+		s->zcopy_thresh = val;	/* ZCopy is a later issue: stored */
+		return 0;
+	default:
+		return -ENOPROTOOPT;
+	}
+	sync_conn(s);
+	return 0;
+}
+
+SDP_EXPORT int setsockopt(int fd, int level, int name, const void *v,
+			  socklen_t len)
+{
+	struct sdp_sock *s = sdp_fd_get(fd);
+	int r, val;
+
+	if (!s) {
+		sdp_real_init();
+		return sdp_real.setsockopt(fd, level, name, v, len);
+	}
+	if (level == SOL_SOCKET || level == AF_INET_SDP)
+		r = set_sol_socket(s, name, v, len);
+	else if (level == IPPROTO_TCP)
+		r = set_tcp(s, name, v, len);
+	else if (level == IPPROTO_IPV6 && name == IPV6_V6ONLY)
+		r = get_int(v, len, &val) ?: (s->v6only = !!val, 0);
+	else if ((level == IPPROTO_IP && (name == IP_TOS || name == IP_TTL)) ||
+		 (level == IPPROTO_IPV6 && name == IPV6_TCLASS))
+		r = get_int(v, len, &s->tos);
+	else
+		r = -ENOPROTOOPT;
+	sdp_sock_put(s);
+	return sdp_ret(r);
+}
+
+static int take_so_error(struct sdp_sock *s)
+{
+	struct sdp_conn *c;
+	int e = 0;
+
+	pthread_mutex_lock(&s->lock);
+	c = s->kind == SDP_SK_CONN ? s->conn : NULL;
+	if (c) {
+		pthread_mutex_lock(&c->lock);
+		sdp_conn_progress_locked(c);
+		e = c->so_error;
+		c->so_error = 0;
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return -e;
+}
+
+static int get_sol_socket(struct sdp_sock *s, int name, void *v, socklen_t *len)
+{
+	switch (name) {
+	case SO_TYPE: return put_int(v, len, SOCK_STREAM);
+	case SO_DOMAIN: return put_int(v, len, s->domain);
+	case SO_PROTOCOL: return put_int(v, len, IPPROTO_TCP);
+	case SO_ACCEPTCONN: return put_int(v, len, s->kind == SDP_SK_LISTEN);
+	case SO_ERROR: return put_int(v, len, take_so_error(s));
+	case SO_REUSEADDR: return put_int(v, len, s->reuseaddr);
+	case SO_REUSEPORT: return put_int(v, len, s->reuseport);
+	case SO_KEEPALIVE: return put_int(v, len, s->keepalive);
+	case SO_OOBINLINE: return put_int(v, len, s->oobinline);
+	case SO_RCVLOWAT: return put_int(v, len, s->rcvlowat ? s->rcvlowat : 1);
+	case SO_SNDBUF: return put_int(v, len, s->sndbuf);
+	case SO_RCVBUF: return put_int(v, len, s->rcvbuf);
+	case SO_RCVTIMEO: return ms_to_tv(v, len, s->rcvtimeo_ms);
+	case SO_SNDTIMEO: return ms_to_tv(v, len, s->sndtimeo_ms);
+	case SO_LINGER:
+		if (!v || !len)
+			return -EFAULT;
+		if (*len < sizeof(struct linger))
+			return -EINVAL;
+		memcpy(v, &s->linger, sizeof(struct linger));
+		*len = sizeof(struct linger);
+		return 0;
+	default:
+		return -ENOPROTOOPT;
+	}
+}
+
+static int max_seg(struct sdp_sock *s)
+{
+	int mss = 536;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->kind == SDP_SK_CONN && s->conn->peer_rcv_sz > SDP_BSDH_SIZE)
+		mss = (int)(s->conn->peer_rcv_sz - SDP_BSDH_SIZE);
+	pthread_mutex_unlock(&s->lock);
+	return mss;
+}
+
+static int get_tcp(struct sdp_sock *s, int name, void *v, socklen_t *len)
+{
+	switch (name) {
+	case TCP_NODELAY: return put_int(v, len, s->nodelay);
+	case TCP_CORK: return put_int(v, len, s->cork);
+	case TCP_KEEPIDLE: return put_int(v, len, s->keepidle ? s->keepidle : 7200);
+	case TCP_KEEPINTVL: return put_int(v, len, s->keepintvl ? s->keepintvl : 75);
+	case TCP_KEEPCNT: return put_int(v, len, s->keepcnt ? s->keepcnt : 9);
+	case TCP_MAXSEG: return put_int(v, len, max_seg(s));
+	case SDP_ZCOPY_THRESH: return put_int(v, len, s->zcopy_thresh);
+	case SDP_LAST_BIND_ERR: return put_int(v, len, s->last_bind_err);
+	default:
+		return -ENOPROTOOPT;
+	}
+}
+
+SDP_EXPORT int getsockopt(int fd, int level, int name, void *v, socklen_t *len)
+{
+	struct sdp_sock *s = sdp_fd_get(fd);
+	int r;
+
+	if (!s) {
+		sdp_real_init();
+		return sdp_real.getsockopt(fd, level, name, v, len);
+	}
+	if (level == SOL_SOCKET || level == AF_INET_SDP)
+		r = get_sol_socket(s, name, v, len);
+	else if (level == IPPROTO_TCP)
+		r = get_tcp(s, name, v, len);
+	else if (level == IPPROTO_IPV6 && name == IPV6_V6ONLY)
+		r = put_int(v, len, s->v6only);
+	else if ((level == IPPROTO_IP && (name == IP_TOS || name == IP_TTL)) ||
+		 (level == IPPROTO_IPV6 && name == IPV6_TCLASS))
+		r = put_int(v, len, s->tos);
+	else
+		r = -ENOPROTOOPT;
+	sdp_sock_put(s);
+	return sdp_ret(r);
+}
+
+static long conn_query(struct sdp_sock *s, unsigned long req, int *out)
+{
+	struct sdp_conn *c;
+	long r = 0;
+
+	pthread_mutex_lock(&s->lock);
+	c = s->kind == SDP_SK_CONN ? s->conn : NULL;
+	if (!c) {
+		pthread_mutex_unlock(&s->lock);
+		return s->kind == SDP_SK_LISTEN ? -EINVAL : (*out = 0, 0);
+	}
+	pthread_mutex_lock(&c->lock);
+	sdp_conn_progress_locked(c);
+	switch (req) {
+	case FIONREAD:
+		*out = (int)(c->rx_bytes > INT32_MAX ? INT32_MAX : c->rx_bytes);
+		break;
+	case SIOCOUTQ:
+		*out = (int)c->txq_len;
+		break;
+	case SIOCATMARK:
+		*out = sdp_conn_at_mark_locked(c);
+		break;
+	default:
+		r = -ENOTTY;
+	}
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+SDP_EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	struct sdp_sock *s;
+	va_list ap;
+	void *arg;
+	int val = 0;
+	long r;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	s = sdp_fd_get(fd);
+	if (!s) {
+		sdp_real_init();
+		return sdp_real.ioctl(fd, req, arg);
+	}
+	switch (req) {
+	case FIONBIO:
+		if (!arg) {
+			r = -EFAULT;
+			break;
+		}
+		atomic_store(&s->nonblock, !!*(int *)arg);
+		r = sdp_real.ioctl(fd, req, arg) < 0 ? -errno : 0;
+		break;
+	case FIONREAD:	/* == SIOCINQ */
+	case SIOCOUTQ:
+	case SIOCATMARK:
+		if (!arg) {
+			r = -EFAULT;
+			break;
+		}
+		r = conn_query(s, req, &val);
+		if (r == 0)
+			*(int *)arg = val;
+		break;
+	default:
+		/* FIOCLEX, FIOASYNC, ... act on the descriptor itself. */
+		r = sdp_real.ioctl(fd, req, arg) < 0 ? -errno : 0;
+		break;
+	}
+	sdp_sock_put(s);
+	return sdp_ret((int)r);
+}
+
+static int do_fcntl(int fd, int cmd, void *arg)
+{
+	struct sdp_sock *s = sdp_fd_get(fd);
+	int r;
+
+	if (!s)
+		return sdp_real.fcntl(fd, cmd, arg);
+	r = sdp_real.fcntl(fd, cmd, arg);
+	if (r >= 0) {
+		if (cmd == F_SETFL)
+			atomic_store(&s->nonblock,
+				     !!((long)arg & O_NONBLOCK));
+		if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) &&
+		    sdp_fd_set(r, s) < 0) {
+			sdp_real.close(r);
+			r = -1;
+			errno = EMFILE;
+		}
+	}
+	sdp_sock_put(s);
+	return r;
+}
+
+SDP_EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	sdp_real_init();
+	return do_fcntl(fd, cmd, arg);
+}
+
+SDP_EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	sdp_real_init();
+	return do_fcntl(fd, cmd, arg);
+}

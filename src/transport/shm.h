@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shm.h — internals of the "shm" transport (processes on one host).
+ *
+ * Each QP owns one memfd segment: a control block, its receive-queue ring
+ * (posted receive descriptors, written by the owner, consumed by the peer),
+ * its receive-completion ring (written by the peer), a wake-up word and an MR
+ * table, followed by the receive region.  The fd travels to the peer once,
+ * with SCM_RIGHTS, inside the CM message over an AF_UNIX SOCK_SEQPACKET
+ * connection that also serves as doorbell and liveness signal.
+ *
+ * Trust: the peer can write anything into our segment at any time.  Every
+ * value read from it is copied once into a local and validated; layout values
+ * (depth, region size) are copied into private memory at handshake and never
+ * read again.  The segment is sealed against shrinking so a mapping can never
+ * SIGBUS.
+ *
+ * Files: shm_portspace.c (names, bind/listen/get_request, rendezvous),
+ * shm_cm.c (connect/accept/get_event, CM messages, segment mapping),
+ * shm_qp.c (QP life cycle, post/poll, error and flush), shm_wait.c (futex,
+ * doorbell, liveness), shm_rdma.c (MR table, cross-memory attach).
+ */
+#ifndef SDP_TRANSPORT_SHM_H
+#define SDP_TRANSPORT_SHM_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "transport/transport.h"
+
+#define SHM_MAGIC	0x314d48535044534cULL	/* "LSDPSHM1" */
+#define SHM_VERSION	1
+#define SHM_MAX_MR	256		/* rkey low byte = table index */
+#define SHM_MAX_DEPTH	65536		/* ring entries */
+#define SHM_MAX_REGION	(1u << 30)	/* receive region bytes */
+#define SHM_RECV_LKEY	0x80000000u	/* never a valid rkey (bit 31) */
+#define SHM_WAIT_SLICE_MS 100		/* liveness re-check while sleeping */
+#define SHM_PENDING_TMO_MS 5000		/* half-open connection lifetime */
+#define SHM_MAX_PENDING	256
+
+/* ---- shared segment layout (all multi-writer words atomic) --------------- */
+
+struct shm_rq_entry {			/* owner -> peer: a posted receive */
+	_Atomic uint32_t offset;	/* bytes into the receive region */
+	_Atomic uint32_t length;	/* bytes */
+};
+
+enum { SHM_CQE_OK = 0, SHM_CQE_LEN_ERR = 1 };
+
+struct shm_cq_entry {			/* peer -> owner: a receive completion */
+	_Atomic uint32_t byte_len;
+	_Atomic uint32_t status;	/* SHM_CQE_* */
+};
+
+struct shm_mr_entry {			/* owner -> peer, seqlock protected */
+	_Atomic uint32_t gen;		/* odd while the owner rewrites it */
+	_Atomic uint32_t rkey;		/* 0 = free */
+	_Atomic uint32_t access;	/* SDP_ACCESS_REMOTE_* */
+	uint32_t pad;
+	_Atomic uint64_t addr;		/* owner VA */
+	_Atomic uint64_t length;	/* bytes */
+};
+
+struct shm_ctrl {
+	/* Written once by the owner before the fd is sent. */
+	uint64_t magic;
+	uint32_t version;
+	uint32_t depth;			/* ring entries, power of two */
+	uint64_t seg_size;		/* bytes, whole segment */
+	uint64_t region_off;		/* receive region offset */
+	uint64_t region_size;		/* receive region bytes */
+	_Atomic uint64_t nonce;		/* identity probe for RDMA */
+
+	_Alignas(64) _Atomic uint32_t rq_prod;	/* owner: receives posted */
+	_Alignas(64) _Atomic uint32_t cq_prod;	/* peer: receives consumed */
+	_Alignas(64) _Atomic uint32_t seq;	/* futex: news for the owner */
+	_Atomic uint32_t waiters;	/* owner threads sleeping in wait() */
+	_Atomic uint32_t armed;		/* owner wants a doorbell byte */
+	_Atomic uint32_t closed;	/* peer disconnected or failed */
+
+	_Alignas(64) struct shm_mr_entry mr[SHM_MAX_MR];
+};
+
+/* Offsets of the rings and the receive region for a ring depth: both sides
+ * compute them, neither trusts the other's numbers. */
+static inline void sdp__shm_layout(uint32_t depth, uint32_t region_size,
+				   size_t *rq_off, size_t *cq_off,
+				   size_t *region_off, size_t *total)
+{
+	*rq_off = (sizeof(struct shm_ctrl) + 63) & ~(size_t)63;
+	*cq_off = *rq_off + (size_t)depth * sizeof(struct shm_rq_entry);
+	*region_off = (*cq_off + (size_t)depth * sizeof(struct shm_cq_entry) +
+		       4095) & ~(size_t)4095;
+	*total = *region_off + (((size_t)region_size + 4095) & ~(size_t)4095);
+}
+
+/* A mapped segment: layout values are private copies. */
+struct shm_seg {
+	struct shm_ctrl *ctrl;
+	size_t size;
+	uint32_t depth;
+	struct shm_rq_entry *rq;
+	struct shm_cq_entry *cq;
+	uint8_t *region;
+	uint32_t region_size;
+};
+
+/* ---- addresses and port space ------------------------------------------- */
+
+struct shm_addr {
+	int v6;				/* else IPv4 (v4-mapped stored as v4) */
+	uint8_t a[16];
+	uint16_t port;			/* host order */
+};
+
+struct shm_pending;
+
+struct shm_listener {
+	struct sdp_tp_object obj;
+	struct shm_addr addr;		/* bound address, actual port */
+	int is_v6_socket;		/* present addresses as sockaddr_in6 */
+	int sock;			/* AF_UNIX seqpacket, bound to the name */
+	int epfd;			/* listener_fd: sock + pending conns */
+	bool listening;
+	struct shm_pending *pending;	/* accepted, Hello not read yet */
+	int npending;
+};
+
+struct shm_conn_req {
+	int sock;
+	struct shm_seg peer;
+	uint64_t peer_base;		/* peer's VA of its segment (probe) */
+	pid_t peer_pid;			/* from SCM_CREDENTIALS, 0 unknown */
+	struct shm_addr src, dst;
+	int is_v6_socket;
+};
+
+/* ---- QP --------------------------------------------------------------------- */
+
+enum shm_state {
+	SHM_IDLE,		/* created, not connected */
+	SHM_CONNECTING,		/* Hello sent, waiting for the reply */
+	SHM_PASSIVE,		/* from a request, accept() not called yet */
+	SHM_ESTABLISHED,
+	SHM_FAILED,		/* connect refused; no DISCONNECTED later */
+};
+
+struct shm_rwr {			/* private record of a posted receive */
+	uint64_t wr_id;
+	uint32_t length;
+};
+
+struct shm_mr {
+	struct sdp_mr pub;
+	unsigned access;
+};
+
+struct shm_qp {
+	struct sdp_tp_object obj;
+	struct sdp_qp_attr attr;
+	_Atomic(enum shm_state) state;	/* read by wait() without the lock */
+	_Atomic int err;		/* in error: flush everything */
+	_Atomic int sock_in_ep;		/* sock registered in epfd */
+	bool disc_reported;
+	int sock;			/* AF_UNIX seqpacket to the peer, or -1 */
+	int epfd;			/* event_fd(): sock + evfd */
+	int evfd;			/* local doorbell (own completions) */
+	int memfd;			/* my segment, until sent */
+
+	struct shm_seg me;		/* my segment */
+	struct shm_seg peer;		/* the peer's segment, once known */
+	uint64_t peer_base;
+	pid_t peer_pid;
+	uint32_t peer_cons;		/* peer receives consumed by my SENDs */
+
+	struct shm_rwr *rwr;		/* [me.depth], index = rq seq */
+	uint32_t rq_prod;		/* receives posted */
+	uint32_t rq_done;		/* receive completions returned */
+	bool rx_bad;			/* completion ring no longer trusted */
+
+	struct sdp_wc *lcq;		/* [attr.max_send_wr] local completions */
+	uint32_t lcq_head, lcq_count;
+
+	struct shm_mr *mrs[SHM_MAX_MR];
+	uint32_t mr_gen;
+	struct sdp_mr recv_mr;
+
+	struct sdp_tp_caps caps;
+	struct sdp_tp_addr addr;
+	struct shm_listener *local;	/* source port reservation */
+	struct sdp_cm_event ev;
+	bool ev_pending;
+	struct shm_addr dst;
+	int is_v6_socket;
+};
+
+#define SHM_QP(q) ((struct shm_qp *)(q))
+#define SHM_L(l) ((struct shm_listener *)(l))
+
+extern const struct sdp_transport_ops sdp__shm_ops;
+
+/* shm_portspace.c */
+int sdp__shm_addr_parse(const struct sockaddr *sa, socklen_t len,
+			struct shm_addr *a, int *is_v6_socket);
+void sdp__shm_addr_to_sockaddr(const struct shm_addr *a, int want_v6,
+			       struct sockaddr_storage *ss, socklen_t *len);
+bool sdp__shm_addr_is_any(const struct shm_addr *a);
+int sdp__shm_addr_is_local(const struct shm_addr *a);
+int sdp__shm_name_connect(int sock, const struct shm_addr *dst);
+int sdp__shm_name_parse(const char *path, size_t len, struct shm_addr *a);
+int sdp__shm_bind_addr(const struct shm_addr *a, int is_v6_socket,
+		       struct shm_listener **out);
+void sdp__shm_listener_free(struct shm_listener *l);
+int sdp__shm_bind(const struct sockaddr *addr, socklen_t len,
+		  struct sdp_listener **out);
+int sdp__shm_bound_addr(struct sdp_listener *l, struct sockaddr_storage *ss,
+			socklen_t *len);
+int sdp__shm_listen(struct sdp_listener *l, int backlog);
+int sdp__shm_listener_fd(struct sdp_listener *l);
+int sdp__shm_get_request(struct sdp_listener *l, struct sdp_conn_req **req,
+			 void *priv, uint32_t *priv_len);
+void sdp__shm_reject(struct sdp_conn_req *req);
+void sdp__shm_close_listener(struct sdp_listener *l);
+
+/* shm_cm.c */
+struct shm_wire_msg;
+int sdp__shm_send_msg(int sock, uint16_t type, const struct shm_qp *qp,
+		      const struct shm_addr *dst, const void *priv,
+		      uint32_t priv_len);
+int sdp__shm_recv_msg(int sock, uint16_t *type, void *priv, uint32_t *priv_len,
+		      struct shm_addr *dst, uint64_t *base, int *fd,
+		      pid_t *pid);
+int sdp__shm_map_peer(int fd, struct shm_seg *seg);
+void sdp__shm_seg_unmap(struct shm_seg *seg);
+int sdp__shm_connect(struct sdp_qp *qp, struct sdp_listener *local,
+		     const struct sockaddr *dst, socklen_t len,
+		     const void *priv, uint32_t priv_len);
+int sdp__shm_accept(struct sdp_qp *qp, const void *priv, uint32_t priv_len);
+int sdp__shm_get_event(struct sdp_qp *qp, struct sdp_cm_event *ev);
+
+enum { SHM_MSG_HELLO = 1, SHM_MSG_ACCEPT = 2, SHM_MSG_REJECT = 3 };
+
+/* shm_qp.c */
+int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_qp **out);
+void sdp__shm_set_error(struct shm_qp *qp);
+void sdp__shm_lcq_push(struct shm_qp *qp, uint64_t wr_id,
+		       enum sdp_wc_opcode op, enum sdp_wc_status st,
+		       uint32_t byte_len);
+bool sdp__shm_local_sge_ok(struct shm_qp *qp, const struct sdp_sge *sge,
+			   unsigned access);
+
+/* shm_wait.c */
+int sdp__shm_futex_wake(_Atomic uint32_t *word);
+void sdp__shm_wake_owner_seg(struct shm_ctrl *c, int sock);
+void sdp__shm_wake_self(struct shm_qp *qp, bool force_event);
+bool sdp__shm_check_peer(struct shm_qp *qp);
+void sdp__shm_sock_unwatch(struct shm_qp *qp);
+uint32_t sdp__shm_wait_seq(struct sdp_qp *qp);
+int sdp__shm_wait(struct sdp_qp *qp, uint32_t seq, int timeout_ms);
+void sdp__shm_kick(struct sdp_qp *qp);
+int sdp__shm_event_fd(struct sdp_qp *qp);
+int sdp__shm_req_notify(struct sdp_qp *qp);
+void sdp__shm_ack_events(struct sdp_qp *qp);
+uint64_t sdp__shm_now_ms(void);
+
+/* shm_rdma.c */
+void sdp__shm_rdma_probe(struct shm_qp *qp);
+int sdp__shm_reg_mr(struct sdp_qp *qp, void *addr, size_t len,
+		    unsigned access, struct sdp_mr **out);
+int sdp__shm_dereg_mr(struct sdp_qp *qp, struct sdp_mr *mr);
+enum sdp_wc_status sdp__shm_rdma(struct shm_qp *qp,
+				 const struct sdp_send_wr *wr, uint64_t total);
+
+#endif /* SDP_TRANSPORT_SHM_H */

@@ -1,0 +1,606 @@
+// SPDX-License-Identifier: MIT
+/*
+ * shm_portspace.c — SDP's own port space for the shm transport, and the
+ * passive side of the rendezvous.
+ *
+ * A bound SDP address is an AF_UNIX SOCK_SEQPACKET socket bound to an
+ * abstract name, "libsdp/v1/4/127.0.0.1/5000" or "libsdp/v1/6/any/5000".
+ * Abstract names are scoped by network namespace, need no files and vanish
+ * with the last fd, so a crashed process never leaks a port.  Binding a name
+ * that exists fails with EADDRINUSE, which gives us exclusive ports for free.
+ *
+ * Wildcard and specific bindings of one port must also exclude each other
+ * (as for TCP).  There is no atomic way to do that with names, so after
+ * binding our own name we probe the conflicting names by binding them
+ * briefly.  Because each binder holds its own name before probing, two
+ * racing conflicting binds cannot both succeed (at worst both fail); a probe
+ * can make an unrelated bind of the probed name fail transiently.  Specific
+ * IPv4 loopback addresses other than 127.0.0.1 are not probed for a
+ * wildcard bind.  Ports below ip_unprivileged_port_start are only trusted
+ * when the listener runs as root (abstract names carry no permissions).
+ *
+ * Passive side: listener_fd() is an epoll fd over the listening socket and
+ * the accepted connections whose Hello has not arrived yet, so get_request()
+ * never blocks on a slow or silent client; those are dropped after
+ * SHM_PENDING_TMO_MS (checked whenever get_request() runs).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "transport/shm.h"
+
+#define SHM_NAME_PREFIX "libsdp/v1/"
+
+struct shm_pending {
+	int sock;
+	uint64_t deadline_ms;
+	struct shm_pending *next;
+};
+
+/* ---- addresses ------------------------------------------------------------ */
+
+static const uint8_t v4mapped_prefix[12] = { [10] = 0xff, [11] = 0xff };
+
+int sdp__shm_addr_parse(const struct sockaddr *sa, socklen_t len,
+			struct shm_addr *a, int *is_v6_socket)
+{
+	memset(a, 0, sizeof(*a));
+	if (!sa)
+		return -EINVAL;
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *sin = (const void *)sa;
+
+		if (len < sizeof(*sin))
+			return -EINVAL;
+		memcpy(a->a, &sin->sin_addr, 4);
+		a->port = ntohs(sin->sin_port);
+		*is_v6_socket = 0;
+		return 0;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *sin6 = (const void *)sa;
+
+		if (len < sizeof(*sin6))
+			return -EINVAL;
+		*is_v6_socket = 1;
+		a->port = ntohs(sin6->sin6_port);
+		if (!memcmp(&sin6->sin6_addr, v4mapped_prefix, 12)) {
+			memcpy(a->a, sin6->sin6_addr.s6_addr + 12, 4);
+			return 0;
+		}
+		a->v6 = 1;
+		memcpy(a->a, &sin6->sin6_addr, 16);
+		return 0;
+	}
+	return -EAFNOSUPPORT;
+}
+
+void sdp__shm_addr_to_sockaddr(const struct shm_addr *a, int want_v6,
+			       struct sockaddr_storage *ss, socklen_t *len)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (want_v6 || a->v6) {
+		struct sockaddr_in6 *sin6 = (void *)ss;
+
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons(a->port);
+		if (a->v6) {
+			memcpy(&sin6->sin6_addr, a->a, 16);
+		} else {
+			memcpy(&sin6->sin6_addr, v4mapped_prefix, 12);
+			memcpy(sin6->sin6_addr.s6_addr + 12, a->a, 4);
+		}
+		*len = sizeof(*sin6);
+	} else {
+		struct sockaddr_in *sin = (void *)ss;
+
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(a->port);
+		memcpy(&sin->sin_addr, a->a, 4);
+		*len = sizeof(*sin);
+	}
+}
+
+bool sdp__shm_addr_is_any(const struct shm_addr *a)
+{
+	static const uint8_t zero[16];
+
+	return !memcmp(a->a, zero, a->v6 ? 16 : 4);
+}
+
+static bool addr_is_loopback(const struct shm_addr *a)
+{
+	static const uint8_t lo6[16] = { [15] = 1 };
+
+	return a->v6 ? !memcmp(a->a, lo6, 16) : a->a[0] == 127;
+}
+
+/* Addresses of this host's interfaces of one family (best effort). */
+static int local_addrs(int v6, struct shm_addr *out, int max)
+{
+	struct ifaddrs *ifa, *i;
+	int n = 0;
+
+	if (getifaddrs(&ifa))
+		return 0;
+	for (i = ifa; i && n < max; i = i->ifa_next) {
+		int is6;
+
+		if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET &&
+				     i->ifa_addr->sa_family != AF_INET6))
+			continue;
+		if (sdp__shm_addr_parse(i->ifa_addr,
+					i->ifa_addr->sa_family == AF_INET ?
+					sizeof(struct sockaddr_in) :
+					sizeof(struct sockaddr_in6),
+					&out[n], &is6))
+			continue;
+		if (out[n].v6 == v6)
+			n++;
+	}
+	freeifaddrs(ifa);
+	return n;
+}
+
+int sdp__shm_addr_is_local(const struct shm_addr *a)
+{
+	struct shm_addr list[64];
+	int n;
+
+	if (addr_is_loopback(a) || sdp__shm_addr_is_any(a))
+		return 1;
+	n = local_addrs(a->v6, list, 64);
+	for (int i = 0; i < n; i++)
+		if (!memcmp(list[i].a, a->a, a->v6 ? 16 : 4))
+			return 1;
+	return 0;
+}
+
+/* ---- names ------------------------------------------------------------------- */
+
+static socklen_t name_make(const struct shm_addr *a, bool any,
+			   struct sockaddr_un *sun)
+{
+	char ip[INET6_ADDRSTRLEN];
+	int n;
+
+	memset(sun, 0, sizeof(*sun));
+	sun->sun_family = AF_UNIX;
+	if (any || sdp__shm_addr_is_any(a))
+		strcpy(ip, "any");
+	else
+		inet_ntop(a->v6 ? AF_INET6 : AF_INET, a->a, ip, sizeof(ip));
+	n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1,
+		     SHM_NAME_PREFIX "%c/%s/%u", a->v6 ? '6' : '4', ip, a->port);
+	return offsetof(struct sockaddr_un, sun_path) + 1 + n;
+}
+
+int sdp__shm_name_parse(const char *path, size_t len, struct shm_addr *a)
+{
+	char buf[108], *fam, *ip, *port, *end;
+	unsigned long p;
+
+	memset(a, 0, sizeof(*a));
+	if (len < 2 || len > sizeof(buf) - 1 || path[0] != '\0')
+		return -EINVAL;
+	memcpy(buf, path + 1, len - 1);
+	buf[len - 1] = '\0';
+	if (strncmp(buf, SHM_NAME_PREFIX, strlen(SHM_NAME_PREFIX)))
+		return -EINVAL;
+	fam = buf + strlen(SHM_NAME_PREFIX);
+	if ((fam[0] != '4' && fam[0] != '6') || fam[1] != '/')
+		return -EINVAL;
+	a->v6 = fam[0] == '6';
+	ip = fam + 2;
+	port = strrchr(ip, '/');
+	if (!port)
+		return -EINVAL;
+	*port++ = '\0';
+	p = strtoul(port, &end, 10);
+	if (*end || end == port || p > 65535)
+		return -EINVAL;
+	a->port = (uint16_t)p;
+	if (!strcmp(ip, "any"))
+		return 0;
+	return inet_pton(a->v6 ? AF_INET6 : AF_INET, ip, a->a) == 1 ? 0 : -EINVAL;
+}
+
+static int unix_socket(void)
+{
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	return s < 0 ? -errno : s;
+}
+
+/* 1 if someone holds the name of `a` (any = its wildcard), else 0. */
+static int name_taken(const struct shm_addr *a, bool any)
+{
+	struct sockaddr_un sun;
+	socklen_t len = name_make(a, any, &sun);
+	int s = unix_socket(), taken;
+
+	if (s < 0)
+		return 0;
+	taken = bind(s, (struct sockaddr *)&sun, len) && errno == EADDRINUSE;
+	close(s);
+	return taken;
+}
+
+static bool conflicts(const struct shm_addr *a)
+{
+	struct shm_addr other = *a, list[64];
+	int n;
+
+	if (!sdp__shm_addr_is_any(a)) {
+		if (name_taken(a, true))
+			return true;
+		other.v6 = 1;	/* the dual-stack IPv6 wildcard */
+		return !a->v6 && name_taken(&other, true);
+	}
+	other.v6 = !a->v6;
+	if (name_taken(&other, true))
+		return true;
+	for (int fam = 0; fam <= a->v6; fam++) {
+		n = local_addrs(fam, list, 64);
+		for (int i = 0; i < n; i++) {
+			list[i].port = a->port;
+			if (name_taken(&list[i], false))
+				return true;
+		}
+	}
+	return false;
+}
+
+/* A new socket bound to the name of `a` (port != 0), or -errno. */
+static int bind_exact(const struct shm_addr *a)
+{
+	struct sockaddr_un sun;
+	socklen_t len = name_make(a, false, &sun);
+	int s = unix_socket();
+
+	if (s < 0)
+		return s;
+	if (bind(s, (struct sockaddr *)&sun, len)) {
+		int err = errno == EADDRINUSE ? -EADDRINUSE : -errno;
+
+		close(s);
+		return err;
+	}
+	if (conflicts(a)) {
+		close(s);
+		return -EADDRINUSE;
+	}
+	return s;
+}
+
+static void ephemeral_range(unsigned *lo, unsigned *hi)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+
+	*lo = 32768;
+	*hi = 60999;
+	if (f) {
+		if (fscanf(f, "%u %u", lo, hi) != 2 || !*lo || *lo > *hi ||
+		    *hi > 65535) {
+			*lo = 32768;
+			*hi = 60999;
+		}
+		fclose(f);
+	}
+}
+
+static int bind_ephemeral(struct shm_addr *a)
+{
+	unsigned lo, hi, start = 0, span;
+
+	ephemeral_range(&lo, &hi);
+	span = hi - lo + 1;
+	if (getrandom(&start, sizeof(start), GRND_NONBLOCK) != sizeof(start))
+		start = (unsigned)getpid() * 2654435761u;
+	for (unsigned i = 0; i < span; i++) {
+		int s;
+
+		a->port = (uint16_t)(lo + (start + i) % span);
+		s = bind_exact(a);
+		if (s != -EADDRINUSE)
+			return s;
+	}
+	a->port = 0;
+	return -EADDRNOTAVAIL;
+}
+
+int sdp__shm_bind_addr(const struct shm_addr *a, int is_v6_socket,
+		       struct shm_listener **out)
+{
+	struct shm_listener *l = calloc(1, sizeof(*l));
+	int s;
+
+	if (!l)
+		return -ENOMEM;
+	l->obj.ops = &sdp__shm_ops;
+	l->addr = *a;
+	l->is_v6_socket = is_v6_socket;
+	l->epfd = -1;
+	s = a->port ? bind_exact(&l->addr) : bind_ephemeral(&l->addr);
+	if (s < 0) {
+		free(l);
+		return s;
+	}
+	l->sock = s;
+	*out = l;
+	return 0;
+}
+
+/* Connect `sock` to the listener for `dst`: the exact name, the family
+ * wildcard, and for IPv4 the dual-stack IPv6 wildcard.  -ECONNREFUSED if
+ * nobody listens. */
+int sdp__shm_name_connect(int sock, const struct shm_addr *dst)
+{
+	struct shm_addr cand[3] = { *dst, *dst, *dst };
+	int ncand = dst->v6 ? 2 : 3;
+
+	cand[2].v6 = 1;
+	for (int i = 0; i < ncand; i++) {
+		struct sockaddr_un sun;
+		socklen_t len = name_make(&cand[i], i > 0, &sun);
+		struct timeval tv = { .tv_sec = 1 };
+
+		if (!connect(sock, (struct sockaddr *)&sun, len))
+			return 0;
+		if (errno == ECONNREFUSED || errno == ENOENT)
+			continue;
+		if (errno != EAGAIN)
+			return -errno;
+		/* Backlog full: wait a little for the listener, like a SYN
+		 * retransmission would, then give up. */
+		setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		if (!connect(sock, (struct sockaddr *)&sun, len))
+			return 0;
+		return errno == EAGAIN ? -ETIMEDOUT : -errno;
+	}
+	return -ECONNREFUSED;
+}
+
+/* ---- listener ops ------------------------------------------------------------ */
+
+int sdp__shm_bind(const struct sockaddr *sa, socklen_t len,
+		  struct sdp_listener **out)
+{
+	struct shm_listener *l;
+	struct shm_addr a;
+	int is_v6, err;
+
+	err = sdp__shm_addr_parse(sa, len, &a, &is_v6);
+	if (err)
+		return err;
+	if (!sdp__shm_addr_is_local(&a))
+		return -EADDRNOTAVAIL;
+	err = sdp__shm_bind_addr(&a, is_v6, &l);
+	if (err)
+		return err;
+	*out = (struct sdp_listener *)l;
+	return 0;
+}
+
+int sdp__shm_bound_addr(struct sdp_listener *sl, struct sockaddr_storage *ss,
+			socklen_t *len)
+{
+	struct shm_listener *l = SHM_L(sl);
+
+	sdp__shm_addr_to_sockaddr(&l->addr, l->is_v6_socket, ss, len);
+	return 0;
+}
+
+int sdp__shm_listen(struct sdp_listener *sl, int backlog)
+{
+	struct shm_listener *l = SHM_L(sl);
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	if (l->sock < 0)
+		return -EINVAL;
+	if (listen(l->sock, backlog > 0 ? backlog : 1))
+		return -errno;
+	if (l->epfd < 0) {
+		l->epfd = epoll_create1(EPOLL_CLOEXEC);
+		if (l->epfd < 0)
+			return -errno;
+		ev.data.fd = l->sock;
+		if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->sock, &ev)) {
+			int err = -errno;
+
+			close(l->epfd);
+			l->epfd = -1;
+			return err;
+		}
+	}
+	l->listening = true;
+	return 0;
+}
+
+int sdp__shm_listener_fd(struct sdp_listener *sl)
+{
+	struct shm_listener *l = SHM_L(sl);
+
+	return l->epfd >= 0 ? l->epfd : -EINVAL;
+}
+
+static void pending_drop(struct shm_listener *l, struct shm_pending **pp)
+{
+	struct shm_pending *p = *pp;
+
+	epoll_ctl(l->epfd, EPOLL_CTL_DEL, p->sock, NULL);
+	close(p->sock);
+	*pp = p->next;
+	free(p);
+	l->npending--;
+}
+
+static void accept_pending(struct shm_listener *l)
+{
+	uint64_t deadline = sdp__shm_now_ms() + SHM_PENDING_TMO_MS;
+
+	for (;;) {
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+		struct shm_pending *p;
+		int one = 1;
+		int s = accept4(l->sock, NULL, NULL,
+				SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (s < 0)
+			return;
+		p = l->npending < SHM_MAX_PENDING ? calloc(1, sizeof(*p)) : NULL;
+		ev.data.fd = s;
+		if (!p || setsockopt(s, SOL_SOCKET, SO_PASSCRED, &one,
+				     sizeof(one)) ||
+		    epoll_ctl(l->epfd, EPOLL_CTL_ADD, s, &ev)) {
+			free(p);
+			close(s);
+			continue;
+		}
+		p->sock = s;
+		p->deadline_ms = deadline;
+		p->next = l->pending;
+		l->pending = p;
+		l->npending++;
+	}
+}
+
+/* Turn a pending connection whose Hello arrived into a request. */
+static int request_build(struct shm_listener *l, int sock, int memfd,
+			 pid_t pid, uint64_t base, const struct shm_addr *hdst,
+			 struct shm_conn_req **out)
+{
+	struct sockaddr_un sun;
+	socklen_t slen = sizeof(sun);
+	struct shm_conn_req *r;
+	int err;
+
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	if (getpeername(sock, (struct sockaddr *)&sun, &slen) ||
+	    slen <= offsetof(struct sockaddr_un, sun_path) ||
+	    sdp__shm_name_parse(sun.sun_path,
+				slen - offsetof(struct sockaddr_un, sun_path),
+				&r->src)) {
+		err = -EPROTO;
+		goto err_free;
+	}
+	/* Our address: the listener's, or for a wildcard listener the one
+	 * the client says it dialled (same family as the client's only). */
+	r->dst = l->addr;
+	if (sdp__shm_addr_is_any(&l->addr)) {
+		r->dst = hdst->v6 == r->src.v6 ? *hdst : r->src;
+		r->dst.port = l->addr.port;
+		if (sdp__shm_addr_is_any(&r->dst))
+			r->dst = r->src, r->dst.port = l->addr.port;
+	}
+	if (sdp__shm_addr_is_any(&r->src)) {
+		memcpy(r->src.a, r->dst.a, sizeof(r->src.a));
+		r->src.v6 = r->dst.v6;
+	}
+	err = sdp__shm_map_peer(memfd, &r->peer);
+	if (err)
+		goto err_free;
+	r->sock = sock;
+	r->peer_pid = pid;
+	r->peer_base = base;
+	r->is_v6_socket = l->is_v6_socket;
+	*out = r;
+	return 0;
+
+err_free:
+	free(r);
+	return err;
+}
+
+int sdp__shm_get_request(struct sdp_listener *sl, struct sdp_conn_req **out,
+			 void *priv, uint32_t *priv_len)
+{
+	struct shm_listener *l = SHM_L(sl);
+	uint8_t buf[SDP_CM_PRIV_MAX];
+	struct shm_pending **pp;
+	uint64_t now;
+
+	if (!l->listening)
+		return -EINVAL;
+	accept_pending(l);
+	now = sdp__shm_now_ms();
+	for (pp = &l->pending; *pp;) {
+		struct shm_pending *p = *pp;
+		struct shm_conn_req *r;
+		struct shm_addr hdst;
+		uint16_t type;
+		uint32_t len;
+		uint64_t base;
+		pid_t pid;
+		int fd, err;
+
+		err = sdp__shm_recv_msg(p->sock, &type, buf, &len, &hdst,
+					&base, &fd, &pid);
+		if (err == -EAGAIN) {
+			if (now >= p->deadline_ms)
+				pending_drop(l, pp);
+			else
+				pp = &p->next;
+			continue;
+		}
+		if (!err && (type != SHM_MSG_HELLO || fd < 0))
+			err = -EPROTO;
+		if (!err)
+			err = request_build(l, p->sock, fd, pid, base, &hdst, &r);
+		if (fd >= 0)
+			close(fd);
+		if (err) {
+			pending_drop(l, pp);
+			continue;
+		}
+		/* The request owns the socket now. */
+		epoll_ctl(l->epfd, EPOLL_CTL_DEL, p->sock, NULL);
+		*pp = p->next;
+		free(p);
+		l->npending--;
+		memcpy(priv, buf, len);
+		*priv_len = len;
+		*out = (struct sdp_conn_req *)r;
+		return 0;
+	}
+	return -EAGAIN;
+}
+
+void sdp__shm_reject(struct sdp_conn_req *sr)
+{
+	struct shm_conn_req *r = (struct shm_conn_req *)sr;
+
+	sdp__shm_send_msg(r->sock, SHM_MSG_REJECT, NULL, NULL, NULL, 0);
+	sdp__shm_wake_owner_seg(r->peer.ctrl, -1);
+	sdp__shm_seg_unmap(&r->peer);
+	close(r->sock);
+	free(r);
+}
+
+void sdp__shm_listener_free(struct shm_listener *l)
+{
+	while (l->pending)
+		pending_drop(l, &l->pending);
+	if (l->epfd >= 0)
+		close(l->epfd);
+	if (l->sock >= 0)
+		close(l->sock);
+	free(l);
+}
+
+void sdp__shm_close_listener(struct sdp_listener *sl)
+{
+	sdp__shm_listener_free(SHM_L(sl));
+}

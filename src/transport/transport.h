@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * transport.h — the verbs-shaped interface between the SDP engine and its
+ * transports (shm, loop, later verbs).
+ *
+ * The engine includes only this header; it never sees a provider's internals.
+ * Every provider fills a `struct sdp_transport_ops`; entries a provider cannot
+ * support are filled from dummy.c ("-EOPNOTSUPP"), so the engine never checks
+ * a function pointer for NULL.
+ *
+ * Semantics follow an InfiniBand RC queue pair strictly:
+ *  - A SEND consumes exactly one posted receive of the peer.  A SEND that finds
+ *    no posted receive is fatal for the QP (RNR retry count 0): the sender's WC
+ *    has status SDP_WC_RNR_RETRY_EXC_ERR, both QPs go to the error state.
+ *  - A SEND larger than the peer's posted buffer is fatal too
+ *    (SDP_WC_REM_INV_REQ_ERR at the sender, SDP_WC_LOC_LEN_ERR at the receiver).
+ *  - Completions come back in posting order per queue.
+ *  - When a QP enters the error state (peer died, peer destroyed its QP, local
+ *    error), every completion that was already delivered to this side stays
+ *    pollable first; then every outstanding WR (posted receives included)
+ *    completes with SDP_WC_WR_FLUSH_ERR.  This is how the engine learns that
+ *    the peer is gone: it always has receives posted.
+ *  - RDMA READ/WRITE touch only ranges the peer registered with the matching
+ *    access right and advertised by rkey; anything else completes with
+ *    SDP_WC_REM_ACCESS_ERR and the QP goes to error.
+ *
+ * Errors: functions return 0 / a count, or a negative errno.  Never -1/errno.
+ *
+ * Threads: all functions may be called from any thread; the engine serialises
+ * calls per QP with its connection lock, except sdp_tp_wait()/sdp_tp_kick()
+ * which are called without that lock.
+ */
+#ifndef SDP_TRANSPORT_H
+#define SDP_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+struct sdp_qp;
+struct sdp_listener;
+struct sdp_mr;
+struct sdp_conn_req;
+
+/* ---- memory registration ------------------------------------------------ */
+
+#define SDP_ACCESS_LOCAL_WRITE  0x1u
+#define SDP_ACCESS_REMOTE_WRITE 0x2u
+#define SDP_ACCESS_REMOTE_READ  0x4u
+
+struct sdp_mr {
+	void *addr;		/* start of the registered range (local VA) */
+	size_t length;		/* bytes */
+	uint32_t lkey;		/* local key for SGEs */
+	uint32_t rkey;		/* remote key the peer uses for RDMA */
+	uint64_t remote_addr;	/* what the peer puts in remote_addr for addr */
+};
+
+/* ---- work requests and completions --------------------------------------- */
+
+enum sdp_wr_opcode {
+	SDP_WR_SEND = 1,
+	SDP_WR_RDMA_WRITE = 2,
+	SDP_WR_RDMA_READ = 3,
+};
+
+#define SDP_SEND_SIGNALED  0x1u	/* generate a send completion */
+#define SDP_SEND_INLINE    0x2u	/* copy the data at post time (len <= max_inline) */
+#define SDP_SEND_SOLICITED 0x4u	/* solicited event at the receiver */
+
+struct sdp_sge {
+	uint64_t addr;		/* local VA */
+	uint32_t length;	/* bytes */
+	uint32_t lkey;		/* ignored for SDP_SEND_INLINE */
+};
+
+#define SDP_MAX_SGE 4
+
+struct sdp_send_wr {
+	uint64_t wr_id;
+	enum sdp_wr_opcode opcode;
+	unsigned flags;		/* SDP_SEND_* */
+	const struct sdp_sge *sg_list;
+	int num_sge;		/* 0 .. caps.max_sge */
+	uint64_t remote_addr;	/* RDMA only: peer's address (from its mr.remote_addr) */
+	uint32_t rkey;		/* RDMA only */
+};
+
+struct sdp_recv_wr {
+	uint64_t wr_id;
+	struct sdp_sge sge;	/* must lie in the QP's receive region (sdp_tp_recv_region) */
+};
+
+enum sdp_wc_opcode {
+	SDP_WC_SEND = 1,
+	SDP_WC_RDMA_WRITE = 2,
+	SDP_WC_RDMA_READ = 3,
+	SDP_WC_RECV = 4,
+};
+
+enum sdp_wc_status {
+	SDP_WC_SUCCESS = 0,
+	SDP_WC_LOC_LEN_ERR,		/* incoming SEND larger than the posted buffer */
+	SDP_WC_LOC_PROT_ERR,		/* bad lkey / range */
+	SDP_WC_WR_FLUSH_ERR,		/* QP in error: WR flushed */
+	SDP_WC_REM_ACCESS_ERR,		/* RDMA outside what the peer registered */
+	SDP_WC_REM_INV_REQ_ERR,		/* SEND larger than the peer's receive buffer */
+	SDP_WC_RNR_RETRY_EXC_ERR,	/* SEND with no receive posted at the peer */
+	SDP_WC_RETRY_EXC_ERR,		/* peer unreachable / dead */
+	SDP_WC_GENERAL_ERR,
+};
+
+struct sdp_wc {
+	uint64_t wr_id;
+	enum sdp_wc_status status;
+	enum sdp_wc_opcode opcode;
+	uint32_t byte_len;	/* RECV: bytes received; RDMA READ: bytes read */
+};
+
+const char *sdp_wc_status_str(enum sdp_wc_status status);
+
+/* ---- queue pair ---------------------------------------------------------- */
+
+struct sdp_qp_attr {
+	uint32_t max_send_wr;	/* send queue depth */
+	uint32_t max_recv_wr;	/* receive queue depth */
+	uint32_t recv_region_size; /* bytes of receive-buffer memory the
+				    * transport allocates and registers for
+				    * this QP (the private receive buffers) */
+};
+
+struct sdp_tp_caps {
+	uint32_t max_inline;	/* SDP_SEND_INLINE allowed up to this many bytes */
+	uint32_t max_sge;
+	int rdma;		/* 1 if RDMA READ/WRITE work on this QP */
+	char rdma_reason[64];	/* when !rdma: why (e.g. "ptrace denied") */
+	char name[16];		/* transport name: "shm", "loop", "verbs" */
+};
+
+/* Address of a connection as the socket layer sees it (sockaddr_in/in6). */
+struct sdp_tp_addr {
+	struct sockaddr_storage local;
+	struct sockaddr_storage peer;
+	socklen_t local_len, peer_len;
+};
+
+/* CM events on an active QP (sdp_tp_get_event). */
+enum sdp_cm_event_type {
+	SDP_CM_NONE = 0,
+	SDP_CM_ESTABLISHED,	/* connect accepted; private data = HelloAck */
+	SDP_CM_REJECTED,	/* no listener / refused: ECONNREFUSED */
+	SDP_CM_UNREACHABLE,	/* route/address error: errno in `err` */
+	SDP_CM_DISCONNECTED,	/* peer disconnected or died */
+};
+
+#define SDP_CM_PRIV_MAX 256
+
+struct sdp_cm_event {
+	enum sdp_cm_event_type type;
+	int err;			/* negative errno for REJECTED/UNREACHABLE */
+	uint32_t priv_len;
+	uint8_t priv[SDP_CM_PRIV_MAX];	/* private data carried by the CM message */
+};
+
+/*
+ * The ops table.  A provider also exports one `struct sdp_transport` (below).
+ *
+ * Connection management, active side:
+ *   create_qp(attr) -> post receives -> connect(qp, bind?, dst, Hello) ->
+ *   the QP's event fd becomes readable -> get_event() = ESTABLISHED(HelloAck)
+ *   or REJECTED.
+ * Passive side:
+ *   bind(addr) -> listen(backlog) -> listener fd readable -> get_request()
+ *   gives a request with the Hello -> create_qp_from_req(attr) -> post
+ *   receives -> accept(qp, HelloAck)  (or reject(req)).
+ *
+ * Waiting:
+ *   seq = wait_seq(qp); <check for work: poll_cq, state>; wait(qp, seq, tmo)
+ *   returns when anything happened on the QP since `seq` was read (a new
+ *   completion, a CM event, the peer's death, a kick), on timeout
+ *   (-ETIMEDOUT) or on a signal (-EINTR).  Only then is it safe to sleep:
+ *   the transport wakes a waiter for every completion posted after wait_seq().
+ *
+ *   event_fd(qp) is for the per-process progress thread's epoll: after
+ *   req_notify(qp) returns 0, the fd becomes readable when a new completion
+ *   or event arrives; req_notify returns 1 when work is already pending (poll
+ *   again instead of sleeping).  ack_events(qp) drains the fd.
+ */
+struct sdp_transport_ops {
+	/* Port space (SDP's own, per network namespace). */
+	int (*bind)(const struct sockaddr *addr, socklen_t len,
+		    struct sdp_listener **out);
+	int (*bound_addr)(struct sdp_listener *l, struct sockaddr_storage *ss,
+			  socklen_t *len);
+	int (*listen)(struct sdp_listener *l, int backlog);
+	int (*listener_fd)(struct sdp_listener *l);
+	/* Returns -EAGAIN when no request is pending. */
+	int (*get_request)(struct sdp_listener *l, struct sdp_conn_req **req,
+			   void *priv, uint32_t *priv_len);
+	void (*reject)(struct sdp_conn_req *req);
+	void (*close_listener)(struct sdp_listener *l);
+
+	/* QPs. */
+	int (*create_qp)(const struct sdp_qp_attr *attr, struct sdp_qp **out);
+	int (*create_qp_from_req)(struct sdp_conn_req *req,
+				  const struct sdp_qp_attr *attr,
+				  struct sdp_qp **out);
+	/* `local` may be a listener obtained from bind() to fix the source
+	 * address/port (it is consumed), or NULL for an ephemeral one. */
+	int (*connect)(struct sdp_qp *qp, struct sdp_listener *local,
+		       const struct sockaddr *dst, socklen_t len,
+		       const void *priv, uint32_t priv_len);
+	int (*accept)(struct sdp_qp *qp, const void *priv, uint32_t priv_len);
+	int (*get_event)(struct sdp_qp *qp, struct sdp_cm_event *ev);
+	int (*addresses)(struct sdp_qp *qp, struct sdp_tp_addr *addr);
+	void (*query_caps)(struct sdp_qp *qp, struct sdp_tp_caps *caps);
+	/* Graceful end of the QP: the peer's QP flushes once it drained what
+	 * was delivered.  destroy_qp implies disconnect. */
+	int (*disconnect)(struct sdp_qp *qp);
+	void (*destroy_qp)(struct sdp_qp *qp);
+
+	/* Memory. */
+	struct sdp_mr *(*recv_region)(struct sdp_qp *qp);
+	int (*reg_mr)(struct sdp_qp *qp, void *addr, size_t len, unsigned access,
+		      struct sdp_mr **out);
+	int (*dereg_mr)(struct sdp_qp *qp, struct sdp_mr *mr);
+
+	/* Data path. */
+	int (*post_send)(struct sdp_qp *qp, const struct sdp_send_wr *wr);
+	int (*post_recv)(struct sdp_qp *qp, const struct sdp_recv_wr *wr);
+	int (*poll_cq)(struct sdp_qp *qp, struct sdp_wc *wc, int max);
+
+	/* Waiting and notification. */
+	uint32_t (*wait_seq)(struct sdp_qp *qp);
+	int (*wait)(struct sdp_qp *qp, uint32_t seq, int timeout_ms);
+	void (*kick)(struct sdp_qp *qp);
+	int (*event_fd)(struct sdp_qp *qp);
+	int (*req_notify)(struct sdp_qp *qp);
+	void (*ack_events)(struct sdp_qp *qp);
+};
+
+struct sdp_transport {
+	const char *name;
+	const struct sdp_transport_ops *ops;
+};
+
+/* Every QP/listener object starts with this, so the engine can dispatch. */
+struct sdp_tp_object {
+	const struct sdp_transport_ops *ops;
+};
+
+/* Providers. */
+extern const struct sdp_transport sdp_shm_transport;
+extern const struct sdp_transport sdp_loop_transport;
+
+/* Fill every NULL entry of `ops` with the "not supported" default. */
+void sdp_transport_fill_defaults(struct sdp_transport_ops *ops);
+
+/* Thin dispatch helpers: call sites read naturally, indirection lives here. */
+#define SDP_TP(obj) (((const struct sdp_tp_object *)(obj))->ops)
+
+static inline int sdp_post_send(struct sdp_qp *qp, const struct sdp_send_wr *wr)
+{
+	return SDP_TP(qp)->post_send(qp, wr);
+}
+
+static inline int sdp_post_recv(struct sdp_qp *qp, const struct sdp_recv_wr *wr)
+{
+	return SDP_TP(qp)->post_recv(qp, wr);
+}
+
+static inline int sdp_poll_cq(struct sdp_qp *qp, struct sdp_wc *wc, int max)
+{
+	return SDP_TP(qp)->poll_cq(qp, wc, max);
+}
+
+#endif /* SDP_TRANSPORT_H */

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# tests/run.sh BUILD_DIR — run the libsdp test suite:
+#   1. unit tests        BUILD/tests/test_*
+#   2. fuzz corpora      BUILD/fuzz/fuzz_X tests/fuzz/corpus/fuzz_X/
+#   3. integration       BUILD/tests/sdp_* under LD_PRELOAD=BUILD/lib/libsdp.so
+#                        with --family sdp (some sdp6)
+#
+# Environment:
+#   SDP_TEST_FILTER=REGEX        run only tests whose name matches (grep -E)
+#   SDP_TEST_FAMILY=sdp|tcp      tcp: run the integration programs over kernel
+#                                TCP without the preload (self-check); default sdp
+#   SDP_TEST_SANITIZER=asan|tsan the build is sanitized: longer timeouts, ASan
+#                                runtime preloaded, 1 GiB transfers cut to 256 MiB
+#   SDP_TEST_TIMEOUT_MULT=N      timeout multiplier (default 1; 3 with a sanitizer)
+#   SDP_TEST_KEEP_LOGS=1         keep the per-test logs directory
+#
+# Each test runs in its own process group under a timeout; a test exiting 77
+# is reported as SKIP.  Exit status is nonzero if anything failed.
+set -u
+
+if [ $# -lt 1 ] || [ ! -d "$1" ]; then
+	echo "usage: $0 BUILD_DIR" >&2
+	exit 2
+fi
+BUILD=$(cd "$1" && pwd)
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+FILTER=${SDP_TEST_FILTER:-}
+FAMILY=${SDP_TEST_FAMILY:-sdp}
+SAN=${SDP_TEST_SANITIZER:-}
+if [ -n "$SAN" ]; then
+	MULT=${SDP_TEST_TIMEOUT_MULT:-3}
+else
+	MULT=${SDP_TEST_TIMEOUT_MULT:-1}
+fi
+export SDP_TEST_TIMEOUT_MULT=$MULT
+
+case "$FAMILY" in
+sdp) FAM4=sdp FAM6=sdp6 ;;
+tcp) FAM4=tcp FAM6=tcp6 ;;
+*)
+	echo "run.sh: SDP_TEST_FAMILY must be sdp or tcp" >&2
+	exit 2
+	;;
+esac
+
+# Transfer sizes (bytes per direction per connection).
+if [ "$SAN" = asan ] || [ "$SAN" = tsan ]; then
+	export SDP_TEST_STREAM_BYTES=256M
+	MED=64M SMALL=16M
+else
+	export SDP_TEST_STREAM_BYTES=${SDP_TEST_STREAM_BYTES:-1G}
+	MED=256M SMALL=64M
+fi
+
+# Sanitizer runtime options.
+UNIT_ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0:print_summary=1"
+ITEST_ASAN_OPTIONS="halt_on_error=1:detect_leaks=0:verify_asan_link_order=0:print_summary=1"
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1:print_summary=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+
+# What the integration programs are preloaded with.
+LIBSDP="$BUILD/lib/libsdp.so"
+PRELOAD=""
+if [ "$FAMILY" = sdp ]; then
+	PRELOAD="$LIBSDP"
+	if [ "$SAN" = asan ]; then
+		ASAN_RT=$(gcc -print-file-name=libasan.so 2>/dev/null || true)
+		[ -n "$ASAN_RT" ] && [ -e "$ASAN_RT" ] && PRELOAD="$ASAN_RT $LIBSDP"
+	elif [ "$SAN" = tsan ]; then
+		TSAN_RT=$(gcc -print-file-name=libtsan.so 2>/dev/null || true)
+		[ -n "$TSAN_RT" ] && [ -e "$TSAN_RT" ] && PRELOAD="$TSAN_RT $LIBSDP"
+	fi
+fi
+
+LOGDIR=$(mktemp -d "${TMPDIR:-/tmp}/sdp-tests.XXXXXX")
+trap '[ -n "${SDP_TEST_KEEP_LOGS:-}" ] || rm -rf "$LOGDIR"' EXIT
+
+NPASS=0 NFAIL=0 NSKIP=0
+FAILED=""
+T_START=$(date +%s)
+
+selected() {
+	[ -z "$FILTER" ] && return 0
+	printf '%s\n' "$1" | grep -Eq -- "$FILTER"
+}
+
+# run_test NAME TIMEOUT_S KIND CMD...    KIND = unit | itest
+run_test() {
+	local name=$1 tmo=$2 kind=$3
+	shift 3
+	selected "$name" || return 0
+	local log="$LOGDIR/$(printf '%s' "$name" | tr '/ ' '__').log"
+	local limit=$((tmo * MULT))
+	local t0 t1 rc pid
+	t0=$(date +%s.%N)
+	local -a envs=()
+	if [ "$kind" = itest ]; then
+		envs+=("ASAN_OPTIONS=${ASAN_OPTIONS_ITEST:-$ITEST_ASAN_OPTIONS}")
+		[ -n "$PRELOAD" ] && envs+=("LD_PRELOAD=$PRELOAD")
+	else
+		envs+=("ASAN_OPTIONS=${ASAN_OPTIONS:-$UNIT_ASAN_OPTIONS}")
+	fi
+	# GNU timeout puts itself and the test in a new process group and, on
+	# expiry, signals the whole group (TERM, then KILL 5 s later).
+	timeout -k 5 "$limit" env "${envs[@]}" "$@" >"$log" 2>&1 </dev/null &
+	pid=$!
+	wait "$pid"
+	rc=$?
+	kill -KILL -- "-$pid" 2>/dev/null # stragglers left in the group
+	t1=$(date +%s.%N)
+	local dt
+	dt=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+	if [ "$rc" -eq 0 ]; then
+		echo "PASS $name (${dt}s)"
+		NPASS=$((NPASS + 1))
+	elif [ "$rc" -eq 77 ]; then
+		echo "SKIP $name (${dt}s): $(tail -n 1 "$log")"
+		NSKIP=$((NSKIP + 1))
+	else
+		local why="exit status $rc"
+		[ "$rc" -eq 124 ] && why="TIMEOUT after ${limit}s"
+		[ "$rc" -eq 137 ] && why="killed (SIGKILL) after the timeout of ${limit}s"
+		[ "$rc" -gt 128 ] && [ "$rc" -ne 137 ] && why="exit status $rc (signal $((rc - 128)))"
+		echo "FAIL $name (${dt}s, $why)"
+		echo "  command: $*"
+		echo "  ---- last 30 lines of output ----"
+		tail -n 30 "$log" | sed 's/^/  | /'
+		echo "  ---------------------------------"
+		NFAIL=$((NFAIL + 1))
+		FAILED="$FAILED $name"
+	fi
+}
+
+# A test whose binary is missing is a failure, not a silent pass.
+need_bin() {
+	local name=$1 bin=$2
+	if [ ! -x "$bin" ]; then
+		if selected "$name"; then
+			echo "FAIL $name (binary $bin not built)"
+			NFAIL=$((NFAIL + 1))
+			FAILED="$FAILED $name"
+		fi
+		return 1
+	fi
+	return 0
+}
+
+echo "== libsdp tests: build $BUILD, family $FAMILY${SAN:+, sanitizer $SAN}, timeout x$MULT${FILTER:+, filter '$FILTER'}"
+
+# ---- 1. unit tests ------------------------------------------------------------
+for t in "$BUILD"/tests/test_*; do
+	[ -f "$t" ] && [ -x "$t" ] || continue
+	run_test "unit/$(basename "$t")" 120 unit "$t"
+done
+
+# ---- 2. fuzz corpus replay -------------------------------------------------------
+for f in "$BUILD"/fuzz/fuzz_*; do
+	[ -f "$f" ] && [ -x "$f" ] || continue
+	n=$(basename "$f")
+	corpus="$SRC/tests/fuzz/corpus/$n"
+	[ -d "$corpus" ] || continue
+	run_test "fuzz/$n" 300 unit "$f" "$corpus/"
+done
+
+# ---- 3. integration scenarios ----------------------------------------------------
+if [ "$FAMILY" = sdp ] && [ ! -e "$LIBSDP" ]; then
+	echo "note: $LIBSDP does not exist: the SDP integration tests will fail"
+fi
+T="$BUILD/tests"
+itest() { # NAME TIMEOUT PROGRAM ARGS...
+	local name=$1 tmo=$2 prog=$3
+	shift 3
+	need_bin "$name" "$T/$prog" || return 0
+	run_test "$name" "$tmo" itest "$T/$prog" "$@"
+}
+
+itest "itest/semantics" 120 sdp_semantics --family "$FAM4"
+itest "itest/semantics6" 120 sdp_semantics --family "$FAM6"
+itest "itest/stream-blocking-${SDP_TEST_STREAM_BYTES}" 180 sdp_stream --family "$FAM4" --mode blocking
+itest "itest/stream-epoll-${SDP_TEST_STREAM_BYTES}" 180 sdp_stream --family "$FAM4" --mode epoll
+itest "itest/stream-epoll-edge-$MED" 120 sdp_stream --family "$FAM4" --mode epoll --edge --bytes "$MED" --seed 2
+itest "itest/stream-epoll-conns8-$SMALL" 180 sdp_stream --family "$FAM4" --mode epoll --conns 8 --bytes "$SMALL" --seed 3
+itest "itest/stream-blocking-conns8-$SMALL" 180 sdp_stream --family "$FAM4" --mode blocking --conns 8 --bytes "$SMALL" --seed 4
+itest "itest/stream6-blocking-$MED" 120 sdp_stream --family "$FAM6" --mode blocking --bytes "$MED" --seed 5
+itest "itest/stream-small-pieces" 120 sdp_stream --family "$FAM4" --mode epoll --edge --conns 2 --bytes 4M --max-piece 700 --seed 6
+itest "itest/halfclose" 60 sdp_halfclose --family "$FAM4"
+itest "itest/halfclose6" 60 sdp_halfclose --family "$FAM6"
+itest "itest/abort" 60 sdp_abort --family "$FAM4"
+itest "itest/kill" 60 sdp_kill --family "$FAM4"
+itest "itest/kill6" 60 sdp_kill --family "$FAM6"
+itest "itest/many-1000" 120 sdp_many --family "$FAM4" --conns 1000
+
+T_END=$(date +%s)
+TOTAL=$((NPASS + NFAIL + NSKIP))
+echo "== SUMMARY ($BUILD, family $FAMILY${SAN:+, $SAN}): $NPASS passed, $NFAIL failed, $NSKIP skipped of $TOTAL in $((T_END - T_START))s"
+if [ "$NFAIL" -gt 0 ]; then
+	echo "== FAILED:$FAILED"
+	exit 1
+fi
+if [ "$TOTAL" -eq 0 ]; then
+	echo "== no tests ran (filter '${FILTER}')"
+	exit 1
+fi
+exit 0
