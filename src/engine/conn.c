@@ -386,9 +386,17 @@ static int conn_drain_cq_locked(struct sdp_conn *c)
 
 int sdp_conn_progress_locked(struct sdp_conn *c)
 {
+	struct sdp_wc wc[16];
 	int r;
 
-	if (!c->qp || c->state == SDP_ST_RESET || c->state == SDP_ST_CLOSED)
+	if (c->qp && (c->state == SDP_ST_RESET || c->state == SDP_ST_TIME_WAIT)) {
+		/* Nothing more can happen: discard the flushes, or req_notify
+		 * would keep reporting them as pending work. */
+		while (sdp_poll_cq(c->qp, wc, 16) > 0)
+			;
+		goto out;
+	}
+	if (!c->qp || c->state == SDP_ST_CLOSED)
 		goto out;
 	if (c->state == SDP_ST_CONNECTING) {
 		r = conn_handle_cm_event_locked(c);
@@ -441,10 +449,32 @@ unsigned sdp_conn_ready_mask_locked(const struct sdp_conn *c)
 	return m;
 }
 
+__thread int sdp_in_progress_thread;
+
 void sdp_conn_update_ready_locked(struct sdp_conn *c)
 {
-	if (c->ready)
-		sdp_ready_set(c->ready, sdp_conn_ready_mask_locked(c));
+	unsigned m;
+
+	if (!c->ready)
+		return;
+	m = sdp_conn_ready_mask_locked(c);
+	/* New data while the application is away (possibly asleep in an
+	 * edge-triggered epoll_wait): make a fresh edge, as TCP does for each
+	 * arriving segment.  Arrivals seen by the application's own call need
+	 * no edge: it is awake. */
+	if (c->rx_pulse && sdp_in_progress_thread && (m & SDP_READY_IN))
+		m |= SDP_READY_PULSE;
+	c->rx_pulse = 0;
+	sdp_ready_set(c->ready, m);
+}
+
+int sdp_conn_take_err_locked(struct sdp_conn *c)
+{
+	int e = c->err;
+
+	if (e == -ECONNRESET || e == -ETIMEDOUT)
+		c->err = -EPIPE;
+	return e;
 }
 
 int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms)
@@ -529,6 +559,11 @@ void sdp_conn_close(struct sdp_conn *c, int abort)
 	}
 	if (c->qp)
 		SDP_TP(c->qp)->kick(c->qp);
+	/* The progress thread must look at the orphan even if no completion
+	 * ever comes (already TIME_WAIT/RESET, or a silent peer): the timer
+	 * list makes it do so, and finish or time it out. */
+	if (c->registered)
+		sdp_progress_arm_timer(c);
 	pthread_mutex_unlock(&c->lock);
 	sdp_progress_wake();
 	sdp_conn_put(c);

@@ -100,6 +100,7 @@ struct sdp_conn {
 	unsigned oob_inline:1;		/* SO_OOBINLINE */
 	unsigned oob_have:1;		/* an urgent byte waits for MSG_OOB */
 	unsigned oob_seen:1;		/* urgent mark known (SIOCATMARK) */
+	unsigned rx_pulse:1;		/* data arrived since readiness sync */
 	uint8_t oob_byte;
 	uint64_t oob_mark;		/* stream offset of the urgent mark */
 
@@ -192,11 +193,20 @@ int sdp_rx_maybe_credit_update_locked(struct sdp_conn *c);
 int sdp_rx_handle_wc_locked(struct sdp_conn *c, const struct sdp_wc *wc);
 /* Post one receive buffer. */
 int sdp_rx_post_locked(struct sdp_conn *c, uint32_t idx);
+/* Answer ChRcvBuf with our (unchanged) buffer size. */
+int sdp_tx_post_ch_rcv_buf_ack_locked(struct sdp_conn *c);
 /* Post a header-only message (control or credit update). */
 int sdp_tx_post_ctrl_locked(struct sdp_conn *c, uint8_t mid);
 
 /* Readiness mask (SDP_READY_*) the socket should show now. */
 unsigned sdp_conn_ready_mask_locked(const struct sdp_conn *c);
+
+/* The pending error for a read or write: ECONNRESET is reported once, as
+ * TCP does; after that writes fail with EPIPE and reads see EOF. */
+int sdp_conn_take_err_locked(struct sdp_conn *c);
+/* Set in the progress thread: arrivals there re-signal edge-triggered
+ * epoll, as each TCP segment does. */
+extern __thread int sdp_in_progress_thread;
 
 /* Bytes readable now (FIONREAD) and unsent (SIOCOUTQ). */
 uint64_t sdp_conn_rx_avail_locked(const struct sdp_conn *c);

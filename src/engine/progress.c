@@ -34,7 +34,7 @@
 #define TAG_LISTENER 0x1ul
 
 static struct {
-	pthread_once_t once;
+	pthread_mutex_t start_lock;
 	pthread_mutex_t lock;	/* registry and timer list */
 	int epfd;
 	int wakefd;
@@ -44,7 +44,7 @@ static struct {
 	struct sdp_listen *released;
 	pid_t pid;
 } P = {
-	.once = PTHREAD_ONCE_INIT,
+	.start_lock = PTHREAD_MUTEX_INITIALIZER,
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.epfd = -1,
 	.wakefd = -1,
@@ -52,18 +52,46 @@ static struct {
 
 static void *progress_main(void *arg);
 
-static void progress_start(void)
+/*
+ * After fork() the child has no progress thread, and the epoll instance it
+ * inherited is the parent's (the same open file): registering anything in it
+ * would hand the parent's thread pointers into the child's memory.  So the
+ * child starts from nothing: its own epoll, its own thread on first use.
+ * Connections inherited from the parent are not serviced in the background
+ * in the child (README: fork).
+ */
+static void progress_atfork_child(void)
 {
+	if (P.epfd >= 0)
+		close(P.epfd);
+	if (P.wakefd >= 0)
+		close(P.wakefd);
+	pthread_mutex_init(&P.start_lock, NULL);
+	pthread_mutex_init(&P.lock, NULL);
+	P.epfd = P.wakefd = -1;
+	P.started = 0;
+	P.conns = NULL;
+	P.timers = NULL;
+	P.released = NULL;
+}
+
+static int progress_start_locked(void)
+{
+	static int atfork_done;
 	pthread_attr_t a;
 	pthread_t th;
 	sigset_t all, old;
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
 
+	if (!atfork_done) {
+		pthread_atfork(NULL, NULL, progress_atfork_child);
+		atfork_done = 1;
+	}
 	P.epfd = epoll_create1(EPOLL_CLOEXEC);
 	P.wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (P.epfd < 0 || P.wakefd < 0)
-		return;
-	epoll_ctl(P.epfd, EPOLL_CTL_ADD, P.wakefd, &ev);
+	if (P.epfd < 0 || P.wakefd < 0 ||
+	    epoll_ctl(P.epfd, EPOLL_CTL_ADD, P.wakefd, &ev) < 0)
+		goto err;
 	/* The thread must never take the application's signals. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -74,13 +102,30 @@ static void progress_start(void)
 		P.started = 1;
 	pthread_attr_destroy(&a);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!P.started)
+		goto err;
 	P.pid = getpid();
+	return 0;
+err:
+	if (P.epfd >= 0)
+		close(P.epfd);
+	if (P.wakefd >= 0)
+		close(P.wakefd);
+	P.epfd = P.wakefd = -1;
+	return -ENOMEM;
 }
 
 static int progress_init(void)
 {
-	pthread_once(&P.once, progress_start);
-	return P.started ? 0 : -ENOMEM;
+	int r = 0;
+
+	if (__atomic_load_n(&P.started, __ATOMIC_ACQUIRE))
+		return 0;
+	pthread_mutex_lock(&P.start_lock);
+	if (!P.started)
+		r = progress_start_locked();
+	pthread_mutex_unlock(&P.start_lock);
+	return r;
 }
 
 void sdp_progress_wake(void)
@@ -119,8 +164,10 @@ int sdp_progress_add_conn(struct sdp_conn *c)
 		P.conns->prev = c;
 	P.conns = c;
 	pthread_mutex_unlock(&P.lock);
-	/* Anything that arrived before the fd was watched is seen now. */
-	SDP_TP(c->qp)->req_notify(c->qp);
+	/* Anything that arrived before the QP was armed is handled now:
+	 * the peer may have sent before we listened for its doorbell. */
+	while (SDP_TP(c->qp)->req_notify(c->qp) > 0)
+		sdp_conn_progress_locked(c);
 	pthread_mutex_unlock(&c->lock);
 	sdp_progress_wake();
 	return 0;
@@ -168,16 +215,23 @@ static void release_listeners(void)
 	}
 }
 
+
+
 void sdp_progress_arm_timer(struct sdp_conn *c)
 {
 	pthread_mutex_lock(&P.lock);
 	if (!c->in_timer && c->registered) {
+		sdp_conn_get(c);	/* the timer list's reference */
 		c->in_timer = 1;
 		c->timer_next = P.timers;
 		P.timers = c;
 	}
 	pthread_mutex_unlock(&P.lock);
-	sdp_progress_wake();
+	/* The progress thread itself recomputes its timeout after every
+	 * batch: waking it from there would make it spin while a timer (an
+	 * orphan's close deadline) is pending. */
+	if (!sdp_in_progress_thread)
+		sdp_progress_wake();
 }
 
 static void unregister_conn_locked(struct sdp_conn *c)
@@ -271,6 +325,7 @@ static uint64_t service_timers(uint64_t now, struct sdp_conn **release,
 		pthread_mutex_unlock(&c->lock);
 		if (d && (!nearest || d < nearest))
 			nearest = d;
+		sdp_conn_put(c);	/* the list's; the release array's stays */
 	}
 	return nearest;
 }
@@ -283,6 +338,7 @@ static void *progress_main(void *arg)
 	int n, i, nrel, tmo;
 
 	(void)arg;
+	sdp_in_progress_thread = 1;
 	for (;;) {
 		release_listeners();	/* between batches: nothing names them */
 		tmo = -1;

@@ -115,6 +115,9 @@ void sdp_ready_set(struct sdp_ready *r, unsigned want)
 		}
 	} else if (!!(want & SDP_READY_IN) != r->readable) {
 		set_readable(r, !!(want & SDP_READY_IN));
+	} else if ((want & SDP_READY_PULSE) && r->readable) {
+		/* A new byte wakes edge-triggered waiters again. */
+		sdp_real.send(r->lib_fd, "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 	}
 	if ((want & SDP_READY_OUT) && r->unwritable) {
 		drain(r->lib_fd, 0);

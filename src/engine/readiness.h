@@ -33,6 +33,7 @@ enum {
 	SDP_READY_PRI = 0x4,
 	SDP_READY_EOF = 0x8,
 	SDP_READY_ERR = 0x10,
+	SDP_READY_PULSE = 0x20,	/* readable, and queue one more token (edge) */
 };
 
 /* Create the pair; app_fd gets O_NONBLOCK/O_CLOEXEC per `sock_flags`

@@ -100,6 +100,7 @@ static void rx_queue_data(struct sdp_conn *c, uint32_t idx, uint32_t off,
 	c->rxq_count++;
 	c->rx_bytes += len;
 	c->rx_end += len;
+	c->rx_pulse = 1;
 	c->stats.bytes_rcvd += len;
 }
 
@@ -172,6 +173,7 @@ decline:
 		return 0;	/* nothing outstanding that they refer to */
 	case SDP_MID_CH_RCV_BUF:
 		/* We keep our size; the ack tells the peer so (as gen1). */
+		sdp_tx_post_ch_rcv_buf_ack_locked(c);
 		return 0;
 	default:
 		protocol_error(c, "message not valid here", m->bsdh.mid);
@@ -426,9 +428,10 @@ ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 		if (want == 0 || c->rd_shut || c->disconn_rcvd)
 			break;
 		if (c->state == SDP_ST_RESET || c->err) {
-			ret = copied ? (ssize_t)copied : c->err;
-			if (c->err == -EPIPE)
-				ret = (ssize_t)copied;	/* EOF after peer left */
+			/* The reset is reported once; later reads see EOF. */
+			ret = copied ? (ssize_t)copied : sdp_conn_take_err_locked(c);
+			if (ret == -EPIPE)
+				ret = 0;
 			goto out;
 		}
 		if (c->orphan) {

@@ -30,7 +30,8 @@ static uint32_t max_payload(const struct sdp_conn *c)
 
 /* Fill the BSDH of our next message and post it with the payload SGEs. */
 static int tx_post(struct sdp_conn *c, uint8_t mid, uint8_t flags,
-		   const struct sdp_sge *payload, int npayload, uint32_t plen)
+		   const struct sdp_sge *payload, int npayload, uint32_t plen,
+		   uint32_t ext_len)
 {
 	uint8_t hdr[64];
 	struct sdp_sge sg[SDP_MAX_SGE];
@@ -46,6 +47,7 @@ static int tx_post(struct sdp_conn *c, uint8_t mid, uint8_t flags,
 	m.bsdh.mseq_ack = c->rx_mseq;
 	m.bsdh.len = sdp_wire_hdr_size(mid) + plen;
 	m.payload_len = plen;
+	m.h.len = ext_len;	/* the 4-byte headers (ChRcvBufAck, ...) */
 	hlen = sdp_wire_encode_hdr(&m, hdr, sizeof(hdr));
 	if (hlen < 0)
 		return hlen;
@@ -86,7 +88,15 @@ int sdp_tx_post_ctrl_locked(struct sdp_conn *c, uint8_t mid)
 		need = 1;
 	if (!c->qp || c->tx_credits < need)
 		return -EAGAIN;
-	return tx_post(c, mid, 0, NULL, 0, 0);
+	return tx_post(c, mid, 0, NULL, 0, 0, 0);
+}
+
+int sdp_tx_post_ch_rcv_buf_ack_locked(struct sdp_conn *c)
+{
+	if (!c->qp || c->tx_credits < SDP_DATA_MIN_CREDITS)
+		return -EAGAIN;
+	/* We keep our buffer size; the ack names it (as gen1, annex 4.6). */
+	return tx_post(c, SDP_MID_CH_RCV_BUF_ACK, 0, NULL, 0, 0, c->buf_size);
 }
 
 static int tx_post_disconn(struct sdp_conn *c)
@@ -166,7 +176,7 @@ int sdp_tx_flush_locked(struct sdp_conn *c, int force)
 			sg[1].lkey = 0;
 			n = 2;
 		}
-		if (tx_post(c, SDP_MID_DATA, flags, sg, n, chunk) < 0)
+		if (tx_post(c, SDP_MID_DATA, flags, sg, n, chunk, 0) < 0)
 			return -ECONNRESET;
 		c->txq_head = (c->txq_head + chunk) % c->txq_cap;
 		c->txq_len -= chunk;
@@ -269,7 +279,7 @@ static size_t tx_direct(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 				off = 0;
 			}
 		}
-		if (tx_post(c, SDP_MID_DATA, 0, sg, n, chunk) < 0)
+		if (tx_post(c, SDP_MID_DATA, 0, sg, n, chunk, 0) < 0)
 			break;
 		c->tx_queued_off += chunk;
 		done += chunk;
@@ -306,7 +316,9 @@ ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 		seq = c->qp ? SDP_TP(c->qp)->wait_seq(c->qp) : 0;
 		sdp_conn_progress_locked(c);
 		if (c->state == SDP_ST_RESET || c->err) {
-			ret = sent ? (ssize_t)sent : (c->err ? c->err : -EPIPE);
+			ret = sent ? (ssize_t)sent : sdp_conn_take_err_locked(c);
+			if (!ret)
+				ret = -EPIPE;
 			goto out;
 		}
 		if (c->wr_shut) {

@@ -36,7 +36,7 @@ static ssize_t sock_send(struct sdp_sock *s, const struct iovec *iov, int cnt,
 	ssize_t r;
 
 	if (!c) {
-		r = s->kind == SDP_SK_LISTEN ? -ENOTCONN : -ENOTCONN;
+		r = -EPIPE;	/* as Linux TCP: never connected -> EPIPE */
 		goto out;
 	}
 	r = sdp_conn_send(c, iov, cnt, flags,

@@ -270,6 +270,7 @@ static void conn_apply_options(struct sdp_conn *c, const struct sdp_sock *s)
 static int do_accept(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 {
 	struct sdp_sock *s = sdp_fd_get(fd), *ns;
+	struct sdp_listen *l;
 	struct sdp_conn *c;
 	int r, err = 0, nfd;
 
@@ -281,12 +282,17 @@ static int do_accept(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 		r = -EINVAL;
 		goto out;
 	}
-	if (s->kind != SDP_SK_LISTEN) {
+	pthread_mutex_lock(&s->lock);
+	l = s->kind == SDP_SK_LISTEN ? s->lsn : NULL;
+	if (l)
+		sdp_listen_get(l);	/* close() may run meanwhile */
+	pthread_mutex_unlock(&s->lock);
+	if (!l) {
 		r = -EINVAL;
 		goto out;
 	}
-	r = sdp_listen_accept(s->lsn, atomic_load(&s->nonblock),
-			      s->rcvtimeo_ms, &c);
+	r = sdp_listen_accept(l, atomic_load(&s->nonblock), s->rcvtimeo_ms, &c);
+	sdp_listen_put(l);
 	if (r < 0)
 		goto out;
 	ns = sdp_sock_new(s->domain, flags, &err);
@@ -307,7 +313,7 @@ static int do_accept(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 	pthread_mutex_lock(&c->lock);
 	conn_apply_options(c, ns);
 	c->ready = &ns->ready;
-	sdp_conn_update_ready_locked(c);
+	sdp_conn_progress_locked(c);	/* also mirrors readiness */
 	if (c->state != SDP_ST_CONNECTING)
 		copy_addr(&c->addr.peer, c->addr.peer_len, sa, len);
 	pthread_mutex_unlock(&c->lock);

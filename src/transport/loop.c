@@ -16,8 +16,9 @@
  * LOC_LEN_ERR; errors flush every outstanding WR after the completions that
  * were already delivered.
  *
- * Conventions shared with shm: create_qp_from_req() consumes the request only
- * on success; a post_send() on a QP in error is accepted and completes with
+ * Conventions shared with shm: create_qp_from_req() always consumes the
+ * request (on failure it is rejected); connect() always consumes `local`;
+ * a post_send() on a QP in error is accepted and completes with
  * SDP_WC_WR_FLUSH_ERR; an established QP that enters the error state reports
  * SDP_CM_DISCONNECTED once through get_event().
  */
@@ -132,7 +133,7 @@ static void loop_lock_all(void)
 	pthread_mutex_lock(&loop_lock);
 }
 
-/* ---- fault injection -------------------------------------------------------- */
+/* ---- fault injection ----------------------------------------------------- */
 
 enum { F_BIND, F_LISTEN, F_CREATE_QP, F_CREATE_QP_FROM_REQ, F_CONNECT,
        F_ACCEPT, F_REG_MR, F_POST_SEND, F_POST_RECV, F_NR };
@@ -224,7 +225,7 @@ static int fault_hit_locked(int i)
 	return faults[i].wc ? 1 : -ENOMEM;
 }
 
-/* ---- addresses ------------------------------------------------------------ */
+/* ---- addresses ----------------------------------------------------------- */
 
 static const uint8_t v4mapped_prefix[12] = { [10] = 0xff, [11] = 0xff };
 
@@ -369,7 +370,7 @@ static struct loop_listener *listener_lookup_locked(const struct loop_addr *dst)
 	return any ? any : any6;
 }
 
-/* ---- notification ------------------------------------------------------- */
+/* ---- notification -------------------------------------------------------- */
 
 static void evfd_signal(int fd)
 {
@@ -436,7 +437,7 @@ static void qp_post_event_locked(struct loop_qp *qp, enum sdp_cm_event_type t,
 	qp_notify_event_locked(qp);
 }
 
-/* ---- listeners ---------------------------------------------------------- */
+/* ---- listeners ----------------------------------------------------------- */
 
 #define LL(l) ((struct loop_listener *)(l))
 #define LQ(q) ((struct loop_qp *)(q))
@@ -583,7 +584,7 @@ static void loop_close_listener(struct sdp_listener *sl)
 	listener_free(l);
 }
 
-/* ---- QPs ---------------------------------------------------------------- */
+/* ---- QPs ----------------------------------------------------------------- */
 
 static int qp_alloc(const struct sdp_qp_attr *attr, struct loop_qp **out)
 {
@@ -650,11 +651,12 @@ static int loop_create_qp_from_req(struct sdp_conn_req *sr,
 	loop_lock_all();
 	err = fault_hit_locked(F_CREATE_QP_FROM_REQ);
 	pthread_mutex_unlock(&loop_lock);
-	if (err)
+	if (!err)
+		err = qp_alloc(attr, &qp);
+	if (err) {
+		loop_reject(sr);	/* consumed even on failure */
 		return err;
-	err = qp_alloc(attr, &qp);
-	if (err)
-		return err;
+	}
 	qp->from_req = (struct loop_req *)sr;
 	*out = (struct sdp_qp *)qp;
 	return 0;
@@ -740,7 +742,8 @@ static int loop_connect(struct sdp_qp *sq, struct sdp_listener *local,
 		r->active = qp;
 		r->l = l;
 		r->listener_v6 = l->is_v6_socket;
-		memcpy(r->priv, priv, priv_len);
+		if (priv_len)
+			memcpy(r->priv, priv, priv_len);
 		r->priv_len = priv_len;
 		*l->reqs_tail = r;
 		l->reqs_tail = &r->next;
@@ -871,7 +874,7 @@ static void loop_destroy_qp(struct sdp_qp *sq)
 	free(qp);
 }
 
-/* ---- memory --------------------------------------------------------------- */
+/* ---- memory -------------------------------------------------------------- */
 
 static struct sdp_mr *loop_recv_region(struct sdp_qp *sq)
 {
@@ -960,7 +963,7 @@ static bool remote_ok_locked(struct loop_qp *peer, uint64_t addr, uint64_t len,
 	return false;
 }
 
-/* ---- data path ---------------------------------------------------------- */
+/* ---- data path ----------------------------------------------------------- */
 
 static void sq_push_locked(struct loop_qp *qp, const struct sdp_send_wr *wr,
 			   enum sdp_wc_status status, uint32_t byte_len)
@@ -1229,8 +1232,7 @@ static int loop_req_notify(struct sdp_qp *sq)
 
 	loop_lock_all();
 	pending = qp->sq_count || qp->rq_done || qp->ev_pending ||
-		  (qp->error && (qp->rq_count ||
-				 (qp->connected && !qp->disc_reported)));
+		  (qp->error && qp->rq_count);
 	qp->armed = !pending;
 	pthread_mutex_unlock(&loop_lock);
 	return pending;

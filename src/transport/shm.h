@@ -59,7 +59,7 @@ struct shm_mr_entry {			/* owner -> peer, seqlock protected */
 	_Atomic uint32_t gen;		/* odd while the owner rewrites it */
 	_Atomic uint32_t rkey;		/* 0 = free */
 	_Atomic uint32_t access;	/* SDP_ACCESS_REMOTE_* */
-	uint32_t pad;
+	_Atomic uint32_t pid;		/* registering process (fork check) */
 	_Atomic uint64_t addr;		/* owner VA */
 	_Atomic uint64_t length;	/* bytes */
 };
@@ -108,7 +108,7 @@ struct shm_seg {
 	uint32_t region_size;
 };
 
-/* ---- addresses and port space ------------------------------------------- */
+/* ---- addresses and port space -------------------------------------------- */
 
 struct shm_addr {
 	int v6;				/* else IPv4 (v4-mapped stored as v4) */
@@ -138,14 +138,14 @@ struct shm_conn_req {
 	int is_v6_socket;
 };
 
-/* ---- QP --------------------------------------------------------------------- */
+/* ---- QP ------------------------------------------------------------------ */
 
-enum shm_state {
+enum shm_state {		/* order matters: >= SHM_PASSIVE has a peer */
 	SHM_IDLE,		/* created, not connected */
 	SHM_CONNECTING,		/* Hello sent, waiting for the reply */
+	SHM_FAILED,		/* connect refused; no DISCONNECTED later */
 	SHM_PASSIVE,		/* from a request, accept() not called yet */
 	SHM_ESTABLISHED,
-	SHM_FAILED,		/* connect refused; no DISCONNECTED later */
 };
 
 struct shm_rwr {			/* private record of a posted receive */
@@ -174,6 +174,7 @@ struct shm_qp {
 	struct shm_seg peer;		/* the peer's segment, once known */
 	uint64_t peer_base;
 	pid_t peer_pid;
+	int peer_pidfd;			/* liveness of peer_pid, or -1 */
 	uint32_t peer_cons;		/* peer receives consumed by my SENDs */
 
 	struct shm_rwr *rwr;		/* [me.depth], index = rq seq */

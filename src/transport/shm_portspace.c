@@ -26,6 +26,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -47,7 +48,7 @@ struct shm_pending {
 	struct shm_pending *next;
 };
 
-/* ---- addresses ------------------------------------------------------------ */
+/* ---- addresses ----------------------------------------------------------- */
 
 static const uint8_t v4mapped_prefix[12] = { [10] = 0xff, [11] = 0xff };
 
@@ -166,7 +167,7 @@ int sdp__shm_addr_is_local(const struct shm_addr *a)
 	return 0;
 }
 
-/* ---- names ------------------------------------------------------------------- */
+/* ---- names --------------------------------------------------------------- */
 
 static socklen_t name_make(const struct shm_addr *a, bool any,
 			   struct sockaddr_un *sun)
@@ -341,6 +342,27 @@ int sdp__shm_bind_addr(const struct shm_addr *a, int is_v6_socket,
 	return 0;
 }
 
+/* The listener's backlog is full: wait up to a second for it to drain, as a
+ * SYN retransmission would, then give up with -ETIMEDOUT.  SO_SNDTIMEO
+ * bounds a unix connect only on a blocking socket. */
+static int connect_blocking(int sock, const struct sockaddr_un *sun,
+			    socklen_t len)
+{
+	struct timeval tv = { .tv_sec = 1 };
+	int fl = fcntl(sock, F_GETFL), err = 0;
+
+	if (fl < 0 || fcntl(sock, F_SETFL, fl & ~O_NONBLOCK))
+		return -errno;
+	setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(sock, (const struct sockaddr *)sun, len))
+		err = errno == EAGAIN ? -ETIMEDOUT :
+		      errno == ENOENT ? -ECONNREFUSED : -errno;
+	tv.tv_sec = 0;
+	setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	fcntl(sock, F_SETFL, fl);
+	return err;
+}
+
 /* Connect `sock` to the listener for `dst`: the exact name, the family
  * wildcard, and for IPv4 the dual-stack IPv6 wildcard.  -ECONNREFUSED if
  * nobody listens. */
@@ -353,7 +375,6 @@ int sdp__shm_name_connect(int sock, const struct shm_addr *dst)
 	for (int i = 0; i < ncand; i++) {
 		struct sockaddr_un sun;
 		socklen_t len = name_make(&cand[i], i > 0, &sun);
-		struct timeval tv = { .tv_sec = 1 };
 
 		if (!connect(sock, (struct sockaddr *)&sun, len))
 			return 0;
@@ -363,15 +384,12 @@ int sdp__shm_name_connect(int sock, const struct shm_addr *dst)
 			return -errno;
 		/* Backlog full: wait a little for the listener, like a SYN
 		 * retransmission would, then give up. */
-		setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-		if (!connect(sock, (struct sockaddr *)&sun, len))
-			return 0;
-		return errno == EAGAIN ? -ETIMEDOUT : -errno;
+		return connect_blocking(sock, &sun, len);
 	}
 	return -ECONNREFUSED;
 }
 
-/* ---- listener ops ------------------------------------------------------------ */
+/* ---- listener ops -------------------------------------------------------- */
 
 int sdp__shm_bind(const struct sockaddr *sa, socklen_t len,
 		  struct sdp_listener **out)

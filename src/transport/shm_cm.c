@@ -1,0 +1,448 @@
+// SPDX-License-Identifier: MIT
+/*
+ * shm_cm.c — connection management of the shm transport: the CM messages,
+ * the active side (connect, get_event), accept, and mapping the peer's
+ * segment.
+ *
+ * One CM message travels each way over the AF_UNIX seqpacket connection:
+ * Hello (client -> listener) and Accept or Reject (listener -> client).  A
+ * Hello or Accept carries, in the same sendmsg, the sender's segment memfd
+ * (SCM_RIGHTS) and its credentials (SCM_CREDENTIALS: the kernel verifies the
+ * pid and uid, so the pid used for cross-memory attach is the pid of the
+ * process that sent the message, not a number the peer chose).  After the
+ * handshake the connection carries only one-byte doorbells, and its hang-up
+ * tells each side that the other is gone.
+ *
+ * The peer's memfd is checked before it is trusted with a mapping: a regular
+ * shmem file (it accepts F_GET_SEALS), sealed against shrinking (else the
+ * peer could truncate it and SIGBUS us), with a control block whose layout
+ * matches what we compute ourselves from its depth and region size.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "transport/shm.h"
+
+#define SHM_WIRE_MAGIC 0x4d434453u	/* "SDCM" */
+
+struct shm_wire_msg {			/* host order: both ends share a host */
+	uint32_t magic;
+	uint16_t version;
+	uint16_t type;			/* SHM_MSG_* */
+	uint64_t seg_base;		/* sender's VA of its segment */
+	uint8_t dst_v6;			/* Hello: the address the client dialled */
+	uint8_t pad;
+	uint16_t dst_port;
+	uint8_t dst_addr[16];
+	uint32_t priv_len;
+	uint8_t priv[SDP_CM_PRIV_MAX];
+};
+
+#define SHM_WIRE_HDR offsetof(struct shm_wire_msg, priv)
+
+union shm_cmsg_buf {
+	char buf[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(4 * sizeof(int))];
+	struct cmsghdr align;
+};
+
+int sdp__shm_send_msg(int sock, uint16_t type, const struct shm_qp *qp,
+		      const struct shm_addr *dst, const void *priv,
+		      uint32_t priv_len)
+{
+	struct shm_wire_msg m;
+	union shm_cmsg_buf cbuf;
+	struct iovec iov = { &m, SHM_WIRE_HDR + priv_len };
+	struct msghdr mh = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = cbuf.buf,
+	};
+	struct ucred uc = { getpid(), getuid(), getgid() };
+	struct cmsghdr *c;
+	ssize_t n;
+
+	if (priv_len > SDP_CM_PRIV_MAX)
+		return -EINVAL;
+	memset(&m, 0, sizeof(m));
+	memset(&cbuf, 0, sizeof(cbuf));
+	m.magic = SHM_WIRE_MAGIC;
+	m.version = SHM_VERSION;
+	m.type = type;
+	if (qp)
+		m.seg_base = (uintptr_t)qp->me.ctrl;
+	if (dst) {
+		m.dst_v6 = (uint8_t)dst->v6;
+		m.dst_port = dst->port;
+		memcpy(m.dst_addr, dst->a, 16);
+	}
+	m.priv_len = priv_len;
+	if (priv_len)
+		memcpy(m.priv, priv, priv_len);
+
+	mh.msg_controllen = CMSG_SPACE(sizeof(uc));
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_CREDENTIALS;
+	c->cmsg_len = CMSG_LEN(sizeof(uc));
+	memcpy(CMSG_DATA(c), &uc, sizeof(uc));
+	if (qp && qp->memfd >= 0) {
+		mh.msg_controllen += CMSG_SPACE(sizeof(int));
+		c = CMSG_NXTHDR(&mh, c);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &qp->memfd, sizeof(int));
+	}
+	n = sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (n < 0)
+		return -errno;
+	return (size_t)n == iov.iov_len ? 0 : -EPROTO;
+}
+
+/* Collect the first passed fd and the sender's credentials; close any other
+ * fd a hostile peer might have stuffed into the message. */
+static void take_cmsgs(struct msghdr *mh, int *fd, pid_t *pid)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET)
+			continue;
+		if (c->cmsg_type == SCM_CREDENTIALS &&
+		    c->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+			struct ucred uc;
+
+			memcpy(&uc, CMSG_DATA(c), sizeof(uc));
+			*pid = uc.pid;
+		} else if (c->cmsg_type == SCM_RIGHTS) {
+			size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+			for (size_t i = 0; i < nfd; i++) {
+				int f;
+
+				memcpy(&f, CMSG_DATA(c) + i * sizeof(int),
+				       sizeof(int));
+				if (*fd < 0)
+					*fd = f;
+				else
+					close(f);
+			}
+		}
+	}
+}
+
+int sdp__shm_recv_msg(int sock, uint16_t *type, void *priv, uint32_t *priv_len,
+		      struct shm_addr *dst, uint64_t *base, int *fd, pid_t *pid)
+{
+	struct shm_wire_msg m;
+	union shm_cmsg_buf cbuf;
+	struct iovec iov = { &m, sizeof(m) };
+	struct msghdr mh = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf),
+	};
+	ssize_t n;
+
+	*fd = -1;
+	*pid = 0;
+	n = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return errno == EAGAIN ? -EAGAIN : -errno;
+	take_cmsgs(&mh, fd, pid);
+	if (n == 0) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+		return -ECONNRESET;
+	}
+	if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+	    (size_t)n < SHM_WIRE_HDR || m.magic != SHM_WIRE_MAGIC ||
+	    m.version != SHM_VERSION || m.priv_len > SDP_CM_PRIV_MAX ||
+	    (size_t)n != SHM_WIRE_HDR + m.priv_len || m.dst_v6 > 1) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+		return -EPROTO;
+	}
+	*type = m.type;
+	*base = m.seg_base;
+	memcpy(priv, m.priv, m.priv_len);
+	*priv_len = m.priv_len;
+	memset(dst, 0, sizeof(*dst));
+	dst->v6 = m.dst_v6;
+	dst->port = m.dst_port;
+	memcpy(dst->a, m.dst_addr, 16);
+	return 0;
+}
+
+/* ---- segments ------------------------------------------------------------ */
+
+int sdp__shm_map_peer(int fd, struct shm_seg *seg)
+{
+	size_t rq_off, cq_off, region_off, total;
+	struct shm_ctrl *c;
+	uint64_t region_size;
+	uint32_t depth;
+	struct stat st;
+	void *map;
+	int seals;
+
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
+	    st.st_size < (off_t)sizeof(struct shm_ctrl) ||
+	    st.st_size > (off_t)SHM_MAX_REGION * 2)
+		return -EPROTO;
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK))
+		return -EPROTO;
+	map = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		return -errno;
+	c = map;
+	depth = __atomic_load_n(&c->depth, __ATOMIC_RELAXED);
+	region_size = __atomic_load_n(&c->region_size, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&c->magic, __ATOMIC_RELAXED) != SHM_MAGIC ||
+	    __atomic_load_n(&c->version, __ATOMIC_RELAXED) != SHM_VERSION ||
+	    !depth || depth > SHM_MAX_DEPTH || (depth & (depth - 1)) ||
+	    !region_size || region_size > SHM_MAX_REGION)
+		goto err_unmap;
+	sdp__shm_layout(depth, (uint32_t)region_size, &rq_off, &cq_off,
+			&region_off, &total);
+	if (total > (size_t)st.st_size)
+		goto err_unmap;
+	seg->ctrl = c;
+	seg->size = st.st_size;
+	seg->depth = depth;
+	seg->rq = (struct shm_rq_entry *)((uint8_t *)map + rq_off);
+	seg->cq = (struct shm_cq_entry *)((uint8_t *)map + cq_off);
+	seg->region = (uint8_t *)map + region_off;
+	seg->region_size = (uint32_t)region_size;
+	return 0;
+
+err_unmap:
+	munmap(map, st.st_size);
+	return -EPROTO;
+}
+
+void sdp__shm_seg_unmap(struct shm_seg *seg)
+{
+	if (seg->ctrl)
+		munmap(seg->ctrl, seg->size);
+	memset(seg, 0, sizeof(*seg));
+}
+
+/* ---- active side --------------------------------------------------------- */
+
+static void post_event(struct shm_qp *qp, enum sdp_cm_event_type t, int err,
+		       const void *priv, uint32_t priv_len)
+{
+	memset(&qp->ev, 0, sizeof(qp->ev));
+	qp->ev.type = t;
+	qp->ev.err = err;
+	qp->ev.priv_len = priv_len;
+	if (priv_len)
+		memcpy(qp->ev.priv, priv, priv_len);
+	qp->ev_pending = true;
+	sdp__shm_wake_self(qp, true);
+}
+
+static void connect_failed(struct shm_qp *qp, int err)
+{
+	atomic_store(&qp->state, SHM_FAILED);
+	sdp__shm_sock_unwatch(qp);
+	if (err == -ECONNREFUSED || err == -ECONNRESET || err == -EPIPE)
+		post_event(qp, SDP_CM_REJECTED, -ECONNREFUSED, NULL, 0);
+	else
+		post_event(qp, SDP_CM_UNREACHABLE, err, NULL, 0);
+}
+
+static int unprivileged_port_start(void)
+{
+	char buf[16] = "";
+	int fd = open("/proc/sys/net/ipv4/ip_unprivileged_port_start",
+		      O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	return n > 0 ? atoi(buf) : 1024;
+}
+
+/* A listener on a privileged port must be root: abstract names have no
+ * permissions, so anybody could squat on "port 22" otherwise. */
+static int check_listener_cred(int sock, const struct shm_addr *dst)
+{
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+
+	if (dst->port >= unprivileged_port_start())
+		return 0;
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &uc, &len) || uc.uid)
+		return -ECONNREFUSED;
+	return 0;
+}
+
+int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
+		     const struct sockaddr *dst, socklen_t len,
+		     const void *priv, uint32_t priv_len)
+{
+	struct shm_qp *qp = SHM_QP(sq);
+	struct shm_listener *l = SHM_L(local);
+	struct epoll_event eev = { .events = EPOLLIN | EPOLLRDHUP };
+	struct shm_addr d, src;
+	int is_v6, one = 1, err;
+
+	err = sdp__shm_addr_parse(dst, len, &d, &is_v6);
+	if (!err && (!d.port || priv_len > SDP_CM_PRIV_MAX))
+		err = -EINVAL;
+	if (!err && atomic_load(&qp->state) != SHM_IDLE)
+		err = -EISCONN;
+	if (!err && l && (l->listening || l->sock < 0 || l->addr.v6 != d.v6))
+		err = -EINVAL;
+	if (!err && !sdp__shm_addr_is_local(&d))
+		err = -ENETUNREACH;	/* not ours: a verbs transport's */
+	if (err) {
+		if (l)		/* consumed even on failure */
+			sdp__shm_listener_free(l);
+		return err;
+	}
+	if (sdp__shm_addr_is_any(&d)) {		/* like Linux: 0.0.0.0 = here */
+		memset(d.a, 0, sizeof(d.a));
+		if (d.v6)
+			d.a[15] = 1;
+		else
+			memcpy(d.a, "\x7f\0\0\x01", 4);
+	}
+	if (!l) {
+		/* Same-host routing: the source is the destination address. */
+		src = d;
+		src.port = 0;
+		err = sdp__shm_bind_addr(&src, is_v6, &l);
+		if (err)
+			return err;
+	}
+	qp->local = l;
+	qp->sock = l->sock;
+	l->sock = -1;
+	qp->dst = d;
+	qp->is_v6_socket = is_v6;
+	src = l->addr;
+	if (sdp__shm_addr_is_any(&src)) {
+		memcpy(src.a, d.a, sizeof(src.a));
+		src.v6 = d.v6;
+	}
+	sdp__shm_addr_to_sockaddr(&src, is_v6, &qp->addr.local,
+				  &qp->addr.local_len);
+	sdp__shm_addr_to_sockaddr(&d, is_v6, &qp->addr.peer, &qp->addr.peer_len);
+
+	setsockopt(qp->sock, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
+	err = sdp__shm_name_connect(qp->sock, &d);
+	if (!err)
+		err = check_listener_cred(qp->sock, &d);
+	if (!err)
+		err = sdp__shm_send_msg(qp->sock, SHM_MSG_HELLO, qp, &d, priv,
+					priv_len);
+	if (!err) {
+		eev.data.fd = qp->sock;
+		if (epoll_ctl(qp->epfd, EPOLL_CTL_ADD, qp->sock, &eev))
+			return -errno;
+		atomic_store(&qp->sock_in_ep, 1);
+	}
+	close(qp->memfd);	/* sent, or never will be */
+	qp->memfd = -1;
+	if (err) {
+		connect_failed(qp, err);
+		return 0;
+	}
+	atomic_store(&qp->state, SHM_CONNECTING);
+	return 0;
+}
+
+static int connect_reply(struct shm_qp *qp, struct sdp_cm_event *ev)
+{
+	uint8_t priv[SDP_CM_PRIV_MAX];
+	struct shm_addr dummy;
+	uint16_t type = 0;
+	uint32_t plen = 0;
+	uint64_t base = 0;
+	pid_t pid;
+	int fd, err;
+
+	err = sdp__shm_recv_msg(qp->sock, &type, priv, &plen, &dummy, &base,
+				&fd, &pid);
+	if (err == -EAGAIN)
+		return -EAGAIN;
+	if (!err && (type != SHM_MSG_ACCEPT || fd < 0))
+		err = type == SHM_MSG_REJECT ? -ECONNREFUSED : -EPROTO;
+	if (!err)
+		err = sdp__shm_map_peer(fd, &qp->peer);
+	if (fd >= 0)
+		close(fd);
+	if (err) {
+		connect_failed(qp, err);
+		qp->ev_pending = false;
+		*ev = qp->ev;
+		return 0;
+	}
+	qp->peer_pid = pid;
+	qp->peer_base = base;
+	sdp__shm_rdma_probe(qp);
+	atomic_store(&qp->state, SHM_ESTABLISHED);
+	memset(ev, 0, sizeof(*ev));
+	ev->type = SDP_CM_ESTABLISHED;
+	ev->priv_len = plen;
+	memcpy(ev->priv, priv, plen);
+	return 0;
+}
+
+int sdp__shm_get_event(struct sdp_qp *sq, struct sdp_cm_event *ev)
+{
+	struct shm_qp *qp = SHM_QP(sq);
+
+	if (qp->ev_pending) {
+		*ev = qp->ev;
+		qp->ev_pending = false;
+		return 0;
+	}
+	switch (atomic_load(&qp->state)) {
+	case SHM_CONNECTING:
+		return connect_reply(qp, ev);
+	case SHM_ESTABLISHED:
+		sdp__shm_check_peer(qp);
+		if (!atomic_load(&qp->err) || qp->disc_reported)
+			return -EAGAIN;
+		qp->disc_reported = true;
+		memset(ev, 0, sizeof(*ev));
+		ev->type = SDP_CM_DISCONNECTED;
+		ev->err = -ECONNRESET;
+		return 0;
+	default:
+		return -EAGAIN;
+	}
+}
+
+/* ---- passive side -------------------------------------------------------- */
+
+int sdp__shm_accept(struct sdp_qp *sq, const void *priv, uint32_t priv_len)
+{
+	struct shm_qp *qp = SHM_QP(sq);
+	int err;
+
+	if (atomic_load(&qp->state) != SHM_PASSIVE || priv_len > SDP_CM_PRIV_MAX)
+		return -EINVAL;
+	err = sdp__shm_send_msg(qp->sock, SHM_MSG_ACCEPT, qp, NULL, priv,
+				priv_len);
+	if (err)
+		return err == -EPIPE ? -ECONNRESET : err;
+	close(qp->memfd);
+	qp->memfd = -1;
+	sdp__shm_rdma_probe(qp);
+	atomic_store(&qp->state, SHM_ESTABLISHED);
+	/* The client may be asleep in wait() for the connect to finish. */
+	sdp__shm_wake_owner_seg(qp->peer.ctrl, -1);
+	return 0;
+}

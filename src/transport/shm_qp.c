@@ -1,0 +1,546 @@
+// SPDX-License-Identifier: MIT
+/*
+ * shm_qp.c — the shm transport's queue pairs: segment creation, the data
+ * path (post_send, post_recv, poll_cq), errors and flushes, and the ops
+ * table.
+ *
+ * Producer/consumer positions.  The receiver owns its segment: it produces
+ * receive descriptors into its rq ring (rq_prod) and consumes completions
+ * from its cq ring.  The sender consumes the peer's descriptors and produces
+ * the completions, synchronously inside post_send(): pop descriptor, copy the
+ * SGEs into the peer's receive region, write the completion at the same ring
+ * index, publish cq_prod, then wake the peer only if it sleeps.  No syscall
+ * on the fast path.
+ *
+ * Nothing the peer wrote is trusted: indices are checked against what we
+ * posted (cq_prod - rq_done <= receives outstanding, rq_prod - consumed <=
+ * depth), offsets and lengths against the privately recorded region size,
+ * and a receive completion's wr_id and buffer length come from our private
+ * FIFO.  A violation puts the QP in error, which flushes.
+ *
+ * Error state: sdp__shm_set_error() is idempotent and may run from wait()
+ * without the connection lock; it tells the peer (closed flag, shutdown of
+ * the unix socket) and wakes our own waiters.  poll_cq() then returns the
+ * local completions, the receive completions the peer had published, and
+ * flushes the remaining receives.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "transport/shm.h"
+
+static uint32_t roundup_pow2(uint32_t v)
+{
+	uint32_t p = 1;
+
+	while (p < v)
+		p <<= 1;
+	return p;
+}
+
+static int seg_create(struct shm_qp *qp)
+{
+	size_t rq_off, cq_off, region_off, total;
+	uint32_t depth = roundup_pow2(qp->attr.max_recv_wr);
+	uint64_t nonce = 0;
+	struct shm_ctrl *c;
+	void *map;
+	int err;
+
+	sdp__shm_layout(depth, qp->attr.recv_region_size, &rq_off, &cq_off,
+			&region_off, &total);
+	qp->memfd = memfd_create("libsdp-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (qp->memfd < 0)
+		return -errno;
+	if (ftruncate(qp->memfd, total) ||
+	    fcntl(qp->memfd, F_ADD_SEALS,
+		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
+		goto err_close;
+	map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, qp->memfd, 0);
+	if (map == MAP_FAILED)
+		goto err_close;
+	if (getrandom(&nonce, sizeof(nonce), GRND_NONBLOCK) != sizeof(nonce))
+		nonce = (uintptr_t)map ^ ((uint64_t)getpid() << 32);
+	c = map;
+	c->magic = SHM_MAGIC;
+	c->version = SHM_VERSION;
+	c->depth = depth;
+	c->seg_size = total;
+	c->region_off = region_off;
+	c->region_size = qp->attr.recv_region_size;
+	atomic_store(&c->nonce, nonce | 1);
+	qp->me.ctrl = c;
+	qp->me.size = total;
+	qp->me.depth = depth;
+	qp->me.rq = (struct shm_rq_entry *)((uint8_t *)map + rq_off);
+	qp->me.cq = (struct shm_cq_entry *)((uint8_t *)map + cq_off);
+	qp->me.region = (uint8_t *)map + region_off;
+	qp->me.region_size = qp->attr.recv_region_size;
+	return 0;
+
+err_close:
+	err = -errno;
+	close(qp->memfd);
+	qp->memfd = -1;
+	return err;
+}
+
+int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_qp **out)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct shm_qp *qp;
+	int err;
+
+	if (!attr->max_send_wr || attr->max_send_wr > SHM_MAX_DEPTH ||
+	    !attr->max_recv_wr || attr->max_recv_wr > SHM_MAX_DEPTH ||
+	    !attr->recv_region_size || attr->recv_region_size > SHM_MAX_REGION)
+		return -EINVAL;
+	qp = calloc(1, sizeof(*qp));
+	if (!qp)
+		return -ENOMEM;
+	qp->obj.ops = &sdp__shm_ops;
+	qp->attr = *attr;
+	qp->sock = qp->epfd = qp->evfd = qp->memfd = qp->peer_pidfd = -1;
+	err = seg_create(qp);
+	if (err)
+		goto err_free;
+	err = -ENOMEM;
+	qp->rwr = calloc(qp->me.depth, sizeof(*qp->rwr));
+	qp->lcq = calloc(attr->max_send_wr, sizeof(*qp->lcq));
+	if (!qp->rwr || !qp->lcq)
+		goto err_unmap;
+	qp->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	qp->epfd = epoll_create1(EPOLL_CLOEXEC);
+	ev.data.fd = qp->evfd;
+	if (qp->evfd < 0 || qp->epfd < 0 ||
+	    epoll_ctl(qp->epfd, EPOLL_CTL_ADD, qp->evfd, &ev)) {
+		err = -errno;
+		goto err_fds;
+	}
+	qp->recv_mr.addr = qp->me.region;
+	qp->recv_mr.length = attr->recv_region_size;
+	qp->recv_mr.lkey = SHM_RECV_LKEY;
+	qp->caps.max_inline = UINT32_MAX;
+	qp->caps.max_sge = SDP_MAX_SGE;
+	strcpy(qp->caps.rdma_reason, "not connected");
+	strcpy(qp->caps.name, "shm");
+	*out = qp;
+	return 0;
+
+err_fds:
+	if (qp->epfd >= 0)
+		close(qp->epfd);
+	if (qp->evfd >= 0)
+		close(qp->evfd);
+err_unmap:
+	free(qp->lcq);
+	free(qp->rwr);
+	sdp__shm_seg_unmap(&qp->me);
+	close(qp->memfd);
+err_free:
+	free(qp);
+	return err;
+}
+
+static int shm_create_qp(const struct sdp_qp_attr *attr, struct sdp_qp **out)
+{
+	return sdp__shm_qp_alloc(attr, (struct shm_qp **)out);
+}
+
+static void shm_destroy_qp(struct sdp_qp *sq);
+
+/* Always consumes `req`: on failure the client is refused, so that it does
+ * not wait for an answer that will never come. */
+static int shm_create_qp_from_req(struct sdp_conn_req *sr,
+				  const struct sdp_qp_attr *attr,
+				  struct sdp_qp **out)
+{
+	struct shm_conn_req *r = (struct shm_conn_req *)sr;
+	struct epoll_event eev = { .events = EPOLLIN | EPOLLRDHUP };
+	struct shm_qp *qp;
+	int err;
+
+	err = sdp__shm_qp_alloc(attr, &qp);
+	if (err)
+		goto err_reject;
+	eev.data.fd = r->sock;
+	if (epoll_ctl(qp->epfd, EPOLL_CTL_ADD, r->sock, &eev)) {
+		err = -errno;
+		shm_destroy_qp((struct sdp_qp *)qp);
+		goto err_reject;
+	}
+	atomic_store(&qp->sock_in_ep, 1);
+	qp->sock = r->sock;
+	qp->peer = r->peer;
+	qp->peer_base = r->peer_base;
+	qp->peer_pid = r->peer_pid;
+	qp->is_v6_socket = r->is_v6_socket;
+	sdp__shm_addr_to_sockaddr(&r->dst, r->is_v6_socket, &qp->addr.local,
+				  &qp->addr.local_len);
+	sdp__shm_addr_to_sockaddr(&r->src, r->is_v6_socket, &qp->addr.peer,
+				  &qp->addr.peer_len);
+	atomic_store(&qp->state, SHM_PASSIVE);
+	free(r);
+	*out = (struct sdp_qp *)qp;
+	return 0;
+
+err_reject:
+	sdp__shm_reject(sr);
+	return err;
+}
+
+void sdp__shm_set_error(struct shm_qp *qp)
+{
+	if (atomic_exchange(&qp->err, 1))
+		return;
+	if (qp->peer.ctrl) {
+		/* Ordered after every completion we published for the peer,
+		 * so it drains those before it flushes. */
+		atomic_store(&qp->peer.ctrl->closed, 1);
+		sdp__shm_wake_owner_seg(qp->peer.ctrl, -1);
+	}
+	if (qp->sock >= 0)
+		shutdown(qp->sock, SHUT_RDWR);
+	sdp__shm_sock_unwatch(qp);
+	sdp__shm_wake_self(qp, true);
+}
+
+static int shm_addresses(struct sdp_qp *sq, struct sdp_tp_addr *addr)
+{
+	struct shm_qp *qp = SHM_QP(sq);
+
+	if (!qp->addr.local_len)
+		return -ENOTCONN;
+	*addr = qp->addr;
+	return 0;
+}
+
+static void shm_query_caps(struct sdp_qp *sq, struct sdp_tp_caps *caps)
+{
+	*caps = SHM_QP(sq)->caps;
+}
+
+static int shm_disconnect(struct sdp_qp *sq)
+{
+	sdp__shm_set_error(SHM_QP(sq));
+	return 0;
+}
+
+static void shm_destroy_qp(struct sdp_qp *sq)
+{
+	struct shm_qp *qp = SHM_QP(sq);
+
+	sdp__shm_set_error(qp);
+	for (int i = 0; i < SHM_MAX_MR; i++)
+		free(qp->mrs[i]);
+	sdp__shm_seg_unmap(&qp->peer);
+	sdp__shm_seg_unmap(&qp->me);
+	if (qp->sock >= 0)
+		close(qp->sock);
+	if (qp->memfd >= 0)
+		close(qp->memfd);
+	if (qp->peer_pidfd >= 0)
+		close(qp->peer_pidfd);
+	close(qp->epfd);
+	close(qp->evfd);
+	if (qp->local)
+		sdp__shm_listener_free(qp->local);
+	free(qp->lcq);
+	free(qp->rwr);
+	free(qp);
+}
+
+static struct sdp_mr *shm_recv_region(struct sdp_qp *sq)
+{
+	return &SHM_QP(sq)->recv_mr;
+}
+
+/* ---- data path ----------------------------------------------------------- */
+
+static bool range_in(uint64_t addr, uint64_t len, uint64_t base, uint64_t size)
+{
+	return addr >= base && len <= size && addr - base <= size - len;
+}
+
+bool sdp__shm_local_sge_ok(struct shm_qp *qp, const struct sdp_sge *sge,
+			   unsigned access)
+{
+	struct shm_mr *mr;
+
+	if (sge->lkey == SHM_RECV_LKEY)
+		return range_in(sge->addr, sge->length,
+				(uintptr_t)qp->recv_mr.addr, qp->recv_mr.length);
+	mr = qp->mrs[sge->lkey & (SHM_MAX_MR - 1)];
+	return mr && mr->pub.lkey == sge->lkey &&
+	       (mr->access & access) == access &&
+	       range_in(sge->addr, sge->length, (uintptr_t)mr->pub.addr,
+			mr->pub.length);
+}
+
+void sdp__shm_lcq_push(struct shm_qp *qp, uint64_t wr_id,
+		       enum sdp_wc_opcode op, enum sdp_wc_status st,
+		       uint32_t byte_len)
+{
+	struct sdp_wc *wc;
+
+	wc = &qp->lcq[(qp->lcq_head + qp->lcq_count) % qp->attr.max_send_wr];
+	wc->wr_id = wr_id;
+	wc->opcode = op;
+	wc->status = st;
+	wc->byte_len = byte_len;
+	qp->lcq_count++;
+	sdp__shm_wake_self(qp, false);
+}
+
+/* Deliver one SEND into the peer's next posted receive. */
+static enum sdp_wc_status do_send(struct shm_qp *qp,
+				  const struct sdp_send_wr *wr, uint64_t total)
+{
+	struct shm_seg *p = &qp->peer;
+	uint32_t prod = atomic_load_explicit(&p->ctrl->rq_prod,
+					     memory_order_acquire);
+	uint32_t idx = qp->peer_cons & (p->depth - 1);
+	uint32_t off, len;
+	struct shm_cq_entry *cqe = &p->cq[idx];
+	uint8_t *dst;
+
+	if (prod - qp->peer_cons > p->depth)
+		return SDP_WC_GENERAL_ERR;	/* peer corrupted its ring */
+	if (prod == qp->peer_cons)
+		return SDP_WC_RNR_RETRY_EXC_ERR;
+	off = atomic_load_explicit(&p->rq[idx].offset, memory_order_relaxed);
+	len = atomic_load_explicit(&p->rq[idx].length, memory_order_relaxed);
+	if (off > p->region_size || len > p->region_size - off)
+		return SDP_WC_GENERAL_ERR;
+	qp->peer_cons++;
+	if (total > len) {
+		atomic_store_explicit(&cqe->byte_len,
+				      total > UINT32_MAX ? UINT32_MAX :
+				      (uint32_t)total, memory_order_relaxed);
+		atomic_store_explicit(&cqe->status, SHM_CQE_LEN_ERR,
+				      memory_order_relaxed);
+		atomic_store(&p->ctrl->cq_prod, qp->peer_cons);
+		return SDP_WC_REM_INV_REQ_ERR;
+	}
+	dst = p->region + off;
+	for (int i = 0; i < wr->num_sge; i++) {
+		memcpy(dst, (const void *)(uintptr_t)wr->sg_list[i].addr,
+		       wr->sg_list[i].length);
+		dst += wr->sg_list[i].length;
+	}
+	atomic_store_explicit(&cqe->byte_len, (uint32_t)total,
+			      memory_order_relaxed);
+	atomic_store_explicit(&cqe->status, SHM_CQE_OK, memory_order_relaxed);
+	/* seq_cst: ordered before the peer's armed/waiters checks below. */
+	atomic_store(&p->ctrl->cq_prod, qp->peer_cons);
+	sdp__shm_wake_owner_seg(p->ctrl, qp->sock);
+	return SDP_WC_SUCCESS;
+}
+
+static const enum sdp_wc_opcode wc_opcode[] = {
+	[SDP_WR_SEND] = SDP_WC_SEND,
+	[SDP_WR_RDMA_WRITE] = SDP_WC_RDMA_WRITE,
+	[SDP_WR_RDMA_READ] = SDP_WC_RDMA_READ,
+};
+
+static int shm_post_send(struct sdp_qp *sq, const struct sdp_send_wr *wr)
+{
+	struct shm_qp *qp = SHM_QP(sq);
+	enum sdp_wc_status st = SDP_WC_SUCCESS;
+	bool inl = wr->opcode == SDP_WR_SEND && (wr->flags & SDP_SEND_INLINE);
+	unsigned need = wr->opcode == SDP_WR_RDMA_READ ? SDP_ACCESS_LOCAL_WRITE : 0;
+	uint64_t total = 0;
+
+	if (wr->num_sge < 0 || wr->num_sge > SDP_MAX_SGE ||
+	    (wr->num_sge && !wr->sg_list) ||
+	    wr->opcode < SDP_WR_SEND || wr->opcode > SDP_WR_RDMA_READ)
+		return -EINVAL;
+	if (!atomic_load(&qp->err) &&
+	    atomic_load_explicit(&qp->state, memory_order_relaxed) !=
+	    SHM_ESTABLISHED)
+		return -ENOTCONN;
+	if (wr->opcode != SDP_WR_SEND && !qp->caps.rdma)
+		return -EOPNOTSUPP;
+	if (qp->lcq_count >= qp->attr.max_send_wr)
+		return -ENOMEM;
+	for (int i = 0; i < wr->num_sge; i++)
+		total += wr->sg_list[i].length;
+
+	if (!atomic_load(&qp->err) &&
+	    atomic_load_explicit(&qp->me.ctrl->closed, memory_order_acquire))
+		sdp__shm_set_error(qp);
+	if (atomic_load(&qp->err)) {
+		st = SDP_WC_WR_FLUSH_ERR;
+		goto complete;
+	}
+	for (int i = 0; i < wr->num_sge && !inl; i++) {
+		if (!sdp__shm_local_sge_ok(qp, &wr->sg_list[i], need)) {
+			st = SDP_WC_LOC_PROT_ERR;
+			goto complete;
+		}
+	}
+	if (wr->opcode == SDP_WR_SEND)
+		st = do_send(qp, wr, total);
+	else
+		st = sdp__shm_rdma(qp, wr, total);
+complete:
+	if (st != SDP_WC_SUCCESS)
+		sdp__shm_set_error(qp);
+	/* Unsignaled WRs complete silently unless they fail. */
+	if (st != SDP_WC_SUCCESS || (wr->flags & SDP_SEND_SIGNALED))
+		sdp__shm_lcq_push(qp, wr->wr_id, wc_opcode[wr->opcode], st,
+				  wr->opcode == SDP_WR_RDMA_READ && !st ?
+				  (uint32_t)total : 0);
+	return 0;
+}
+
+static int shm_post_recv(struct sdp_qp *sq, const struct sdp_recv_wr *wr)
+{
+	struct shm_qp *qp = SHM_QP(sq);
+	uint32_t idx = qp->rq_prod & (qp->me.depth - 1);
+
+	if (wr->sge.lkey != SHM_RECV_LKEY ||
+	    !range_in(wr->sge.addr, wr->sge.length, (uintptr_t)qp->me.region,
+		      qp->me.region_size))
+		return -EINVAL;
+	if (qp->rq_prod - qp->rq_done >= qp->attr.max_recv_wr)
+		return -ENOMEM;
+	qp->rwr[idx].wr_id = wr->wr_id;
+	qp->rwr[idx].length = wr->sge.length;
+	qp->rq_prod++;
+	if (atomic_load(&qp->err))
+		return 0;	/* flushed by poll_cq */
+	atomic_store_explicit(&qp->me.rq[idx].offset,
+			      (uint32_t)(wr->sge.addr - (uintptr_t)qp->me.region),
+			      memory_order_relaxed);
+	atomic_store_explicit(&qp->me.rq[idx].length, wr->sge.length,
+			      memory_order_relaxed);
+	atomic_store_explicit(&qp->me.ctrl->rq_prod, qp->rq_prod,
+			      memory_order_release);
+	return 0;
+}
+
+/* Next receive completion from the peer-written ring, or false. */
+static bool recv_from_ring(struct shm_qp *qp, struct sdp_wc *wc)
+{
+	uint32_t prod, idx, len, status;
+	struct shm_rwr *rwr;
+
+	if (qp->rx_bad)
+		return false;
+	prod = atomic_load_explicit(&qp->me.ctrl->cq_prod, memory_order_acquire);
+	if (prod == qp->rq_done)
+		return false;
+	idx = qp->rq_done & (qp->me.depth - 1);
+	rwr = &qp->rwr[idx];
+	wc->wr_id = rwr->wr_id;
+	wc->opcode = SDP_WC_RECV;
+	wc->byte_len = 0;
+	if (prod - qp->rq_done > qp->rq_prod - qp->rq_done) {
+		wc->status = SDP_WC_GENERAL_ERR;	/* completes unposted */
+		goto bad;
+	}
+	len = atomic_load_explicit(&qp->me.cq[idx].byte_len,
+				   memory_order_relaxed);
+	status = atomic_load_explicit(&qp->me.cq[idx].status,
+				      memory_order_relaxed);
+	wc->byte_len = len;
+	if (status == SHM_CQE_LEN_ERR || (status == SHM_CQE_OK &&
+					  len > rwr->length)) {
+		wc->status = SDP_WC_LOC_LEN_ERR;
+		goto bad;
+	}
+	if (status != SHM_CQE_OK) {
+		wc->status = SDP_WC_GENERAL_ERR;
+		goto bad;
+	}
+	wc->status = SDP_WC_SUCCESS;
+	qp->rq_done++;
+	return true;
+
+bad:
+	/* Stop reading the ring: everything after this is flushed. */
+	qp->rx_bad = true;
+	qp->rq_done++;
+	sdp__shm_set_error(qp);
+	return true;
+}
+
+static int shm_poll_cq(struct sdp_qp *sq, struct sdp_wc *wc, int max)
+{
+	struct shm_qp *qp = SHM_QP(sq);
+	int n = 0;
+
+	/* Acquire: completions published before `closed` are visible.  While
+	 * connecting, the CM reply (get_event) reports a refusal instead. */
+	if (!atomic_load_explicit(&qp->err, memory_order_relaxed) &&
+	    atomic_load_explicit(&qp->state, memory_order_relaxed) >=
+	    SHM_PASSIVE &&
+	    atomic_load_explicit(&qp->me.ctrl->closed, memory_order_acquire))
+		sdp__shm_set_error(qp);
+	while (n < max && qp->lcq_count) {
+		wc[n++] = qp->lcq[qp->lcq_head];
+		qp->lcq_head = (qp->lcq_head + 1) % qp->attr.max_send_wr;
+		qp->lcq_count--;
+	}
+	while (n < max && qp->rq_done != qp->rq_prod) {
+		if (recv_from_ring(qp, &wc[n])) {
+			n++;
+			continue;
+		}
+		if (!atomic_load(&qp->err))
+			break;
+		wc[n].wr_id = qp->rwr[qp->rq_done & (qp->me.depth - 1)].wr_id;
+		wc[n].opcode = SDP_WC_RECV;
+		wc[n].status = SDP_WC_WR_FLUSH_ERR;
+		wc[n].byte_len = 0;
+		n++;
+		qp->rq_done++;
+		qp->rx_bad = true;	/* flushed slots are gone for good */
+	}
+	return n;
+}
+
+const struct sdp_transport_ops sdp__shm_ops = {
+	.bind = sdp__shm_bind,
+	.bound_addr = sdp__shm_bound_addr,
+	.listen = sdp__shm_listen,
+	.listener_fd = sdp__shm_listener_fd,
+	.get_request = sdp__shm_get_request,
+	.reject = sdp__shm_reject,
+	.close_listener = sdp__shm_close_listener,
+	.create_qp = shm_create_qp,
+	.create_qp_from_req = shm_create_qp_from_req,
+	.connect = sdp__shm_connect,
+	.accept = sdp__shm_accept,
+	.get_event = sdp__shm_get_event,
+	.addresses = shm_addresses,
+	.query_caps = shm_query_caps,
+	.disconnect = shm_disconnect,
+	.destroy_qp = shm_destroy_qp,
+	.recv_region = shm_recv_region,
+	.reg_mr = sdp__shm_reg_mr,
+	.dereg_mr = sdp__shm_dereg_mr,
+	.post_send = shm_post_send,
+	.post_recv = shm_post_recv,
+	.poll_cq = shm_poll_cq,
+	.wait_seq = sdp__shm_wait_seq,
+	.wait = sdp__shm_wait,
+	.kick = sdp__shm_kick,
+	.event_fd = sdp__shm_event_fd,
+	.req_notify = sdp__shm_req_notify,
+	.ack_events = sdp__shm_ack_events,
+};
+
+const struct sdp_transport sdp_shm_transport = {
+	.name = "shm",
+	.ops = &sdp__shm_ops,
+};

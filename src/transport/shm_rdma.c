@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: MIT
+/*
+ * shm_rdma.c — memory registration and RDMA READ/WRITE for the shm
+ * transport, by cross-memory attach (process_vm_readv/writev).
+ *
+ * reg_mr() publishes remotely accessible ranges in the MR table of our own
+ * segment; the peer validates every RDMA against that table (rkey, range,
+ * access) before it asks the kernel to copy.  The table is advisory between
+ * cooperating libraries: the operating system's own ptrace access check on
+ * process_vm_* is the real boundary (a peer allowed to ptrace us could
+ * write our memory anyway).  We never widen it (no PR_SET_PTRACER); where it
+ * denies access, caps.rdma is 0 and the engine stays with buffer copies.
+ *
+ * The peer's pid comes from SCM_CREDENTIALS on its CM message (verified by
+ * the kernel).  At connection time we read a random nonce from the peer's
+ * segment through process_vm_readv at the address the peer reported and
+ * compare it with the nonce we see in our mapping: that proves both that
+ * cross-memory attach works and that the pid is the process holding the
+ * segment (not, e.g., a parent that forked before accepting).
+ *
+ * Two more guards keep a copy from landing in the wrong process: a pidfd of
+ * the peer is polled before every RDMA (the pid cannot have been recycled
+ * while the pidfd says the process lives), and each table entry records the
+ * pid that registered it, so that after a fork the child's registrations are
+ * refused rather than applied to the parent's address space.
+ *
+ * Table entries are rewritten under a per-entry seqlock so that a reader in
+ * the other process never validates against a half-written entry.  An rkey
+ * is (generation << 8 | slot): a stale rkey of a re-used slot does not
+ * match.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "transport/shm.h"
+
+void sdp__shm_rdma_probe(struct shm_qp *qp)
+{
+	uint64_t seen = 0, expect;
+	struct iovec local = { &seen, sizeof(seen) };
+	struct iovec remote = {
+		(void *)(uintptr_t)(qp->peer_base +
+				    offsetof(struct shm_ctrl, nonce)),
+		sizeof(seen)
+	};
+	ssize_t n;
+
+	qp->caps.rdma = 0;
+	if (qp->peer_pid <= 0) {
+		strcpy(qp->caps.rdma_reason, "peer credentials unavailable");
+		return;
+	}
+	n = process_vm_readv(qp->peer_pid, &local, 1, &remote, 1, 0);
+	if (n != (ssize_t)sizeof(seen)) {
+		snprintf(qp->caps.rdma_reason, sizeof(qp->caps.rdma_reason),
+			 "cross-memory attach denied: %s",
+			 n < 0 ? strerror(errno) : "short read");
+		return;
+	}
+	expect = atomic_load(&qp->peer.ctrl->nonce);
+	if (seen != expect) {
+		strcpy(qp->caps.rdma_reason, "peer identity check failed");
+		return;
+	}
+	qp->caps.rdma = 1;
+	qp->caps.rdma_reason[0] = '\0';
+	qp->peer_pidfd = (int)syscall(SYS_pidfd_open, qp->peer_pid, 0);
+}
+
+/* Has the peer process exited?  (No pidfd support: rely on the socket.) */
+static bool peer_exited(struct shm_qp *qp)
+{
+	struct pollfd p = { .fd = qp->peer_pidfd, .events = POLLIN };
+
+	return qp->peer_pidfd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+/* Rewrite table entry `idx` of our segment (seqlock writer side). */
+static void mr_publish(struct shm_qp *qp, int idx, uint32_t rkey,
+		       unsigned access, uint64_t addr, uint64_t len)
+{
+	struct shm_mr_entry *e = &qp->me.ctrl->mr[idx];
+	uint32_t g = atomic_load_explicit(&e->gen, memory_order_relaxed) | 1;
+
+	atomic_store_explicit(&e->gen, g, memory_order_relaxed);	/* odd */
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&e->rkey, rkey, memory_order_relaxed);
+	atomic_store_explicit(&e->access, access, memory_order_relaxed);
+	atomic_store_explicit(&e->pid, (uint32_t)getpid(), memory_order_relaxed);
+	atomic_store_explicit(&e->addr, addr, memory_order_relaxed);
+	atomic_store_explicit(&e->length, len, memory_order_relaxed);
+	atomic_store_explicit(&e->gen, g + 1, memory_order_release);
+}
+
+int sdp__shm_reg_mr(struct sdp_qp *sq, void *addr, size_t len,
+		    unsigned access, struct sdp_mr **out)
+{
+	struct shm_qp *qp = SHM_QP(sq);
+	struct shm_mr *mr;
+	uint32_t gen;
+	int idx;
+
+	if (!addr || !len ||
+	    (access & ~(SDP_ACCESS_LOCAL_WRITE | SDP_ACCESS_REMOTE_WRITE |
+			SDP_ACCESS_REMOTE_READ)))
+		return -EINVAL;
+	for (idx = 0; idx < SHM_MAX_MR && qp->mrs[idx]; idx++)
+		;
+	if (idx == SHM_MAX_MR)
+		return -ENOMEM;
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return -ENOMEM;
+	gen = ++qp->mr_gen & 0x7fffff;
+	if (!gen)
+		gen = ++qp->mr_gen & 0x7fffff;
+	mr->pub.addr = addr;
+	mr->pub.length = len;
+	mr->pub.lkey = mr->pub.rkey = gen << 8 | (uint32_t)idx;
+	mr->pub.remote_addr = (uintptr_t)addr;
+	mr->access = access;
+	qp->mrs[idx] = mr;
+	if (access & (SDP_ACCESS_REMOTE_READ | SDP_ACCESS_REMOTE_WRITE))
+		mr_publish(qp, idx, mr->pub.rkey, access, (uintptr_t)addr, len);
+	*out = &mr->pub;
+	return 0;
+}
+
+int sdp__shm_dereg_mr(struct sdp_qp *sq, struct sdp_mr *pub)
+{
+	struct shm_qp *qp = SHM_QP(sq);
+	int idx = pub->lkey & (SHM_MAX_MR - 1);
+	struct shm_mr *mr = qp->mrs[idx];
+
+	if (!mr || &mr->pub != pub)
+		return -EINVAL;
+	if (mr->access & (SDP_ACCESS_REMOTE_READ | SDP_ACCESS_REMOTE_WRITE))
+		mr_publish(qp, idx, 0, 0, 0, 0);
+	qp->mrs[idx] = NULL;
+	free(mr);
+	return 0;
+}
+
+static bool range_in(uint64_t addr, uint64_t len, uint64_t base, uint64_t size)
+{
+	return addr >= base && len <= size && addr - base <= size - len;
+}
+
+/* Does the peer's table allow `access` to [addr, addr+len) under `rkey`?
+ * Seqlock reader; a writer that never finishes just fails the check. */
+static bool remote_ok(struct shm_qp *qp, uint32_t rkey, uint64_t addr,
+		      uint64_t len, unsigned access)
+{
+	struct shm_mr_entry *e = &qp->peer.ctrl->mr[rkey & (SHM_MAX_MR - 1)];
+
+	for (int tries = 0; tries < 64; tries++) {
+		uint32_t g = atomic_load_explicit(&e->gen, memory_order_acquire);
+		uint32_t k, acc, pid;
+		uint64_t base, size;
+
+		if (g & 1)
+			continue;
+		k = atomic_load_explicit(&e->rkey, memory_order_relaxed);
+		acc = atomic_load_explicit(&e->access, memory_order_relaxed);
+		pid = atomic_load_explicit(&e->pid, memory_order_relaxed);
+		base = atomic_load_explicit(&e->addr, memory_order_relaxed);
+		size = atomic_load_explicit(&e->length, memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&e->gen, memory_order_relaxed) != g)
+			continue;
+		return rkey && k == rkey && (acc & access) == access &&
+		       pid == (uint32_t)qp->peer_pid &&
+		       range_in(addr, len, base, size);
+	}
+	return false;
+}
+
+enum sdp_wc_status sdp__shm_rdma(struct shm_qp *qp,
+				 const struct sdp_send_wr *wr, uint64_t total)
+{
+	bool rd = wr->opcode == SDP_WR_RDMA_READ;
+	struct iovec local[SDP_MAX_SGE];
+	struct iovec remote = { (void *)(uintptr_t)wr->remote_addr, total };
+	ssize_t n;
+
+	if (!remote_ok(qp, wr->rkey, wr->remote_addr, total,
+		       rd ? SDP_ACCESS_REMOTE_READ : SDP_ACCESS_REMOTE_WRITE))
+		return SDP_WC_REM_ACCESS_ERR;
+	if (!total)
+		return SDP_WC_SUCCESS;
+	if (peer_exited(qp))
+		return SDP_WC_RETRY_EXC_ERR;
+	for (int i = 0; i < wr->num_sge; i++) {
+		local[i].iov_base = (void *)(uintptr_t)wr->sg_list[i].addr;
+		local[i].iov_len = wr->sg_list[i].length;
+	}
+	n = rd ? process_vm_readv(qp->peer_pid, local, wr->num_sge, &remote, 1, 0) :
+		 process_vm_writev(qp->peer_pid, local, wr->num_sge, &remote, 1, 0);
+	if (n == (ssize_t)total)
+		return SDP_WC_SUCCESS;
+	if (n < 0 && errno == ESRCH)
+		return SDP_WC_RETRY_EXC_ERR;	/* the peer is gone */
+	return SDP_WC_REM_ACCESS_ERR;
+}

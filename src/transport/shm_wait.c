@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: MIT
+/*
+ * shm_wait.c — sleeping and waking for the shm transport.
+ *
+ * Two kinds of sleepers, one wake-up word.  Every piece of news for a QP
+ * (a completion the peer published, a local completion, a CM reply, an
+ * error, a kick) increments `seq` in the QP's own segment.  Then:
+ *  - threads in wait() sleep on `seq` with a non-private futex (the word is
+ *    in shared memory, so the peer's process can FUTEX_WAKE it); they
+ *    announce themselves in `waiters` so that a waker makes the syscall only
+ *    when somebody sleeps;
+ *  - the progress thread sleeps in epoll on event_fd(), an epoll fd holding
+ *    the unix socket and a local eventfd.  After req_notify() sets `armed`,
+ *    the first waker clears it and rings once: the peer writes one byte on
+ *    the unix socket, local completions write the eventfd.
+ * Waker: publish, seq_cst RMW on seq, then load waiters/armed.  Sleeper:
+ * seq_cst store to waiters/armed, then load seq/the rings.  One of the two
+ * always sees the other (Dekker), so no wake-up is lost.
+ *
+ * Peer death does not touch the futex word, so wait() sleeps in slices of
+ * SHM_WAIT_SLICE_MS and checks the unix socket for a hang-up between them:
+ * an idle waiter costs ten wake-ups a second and notices a kill -9 within
+ * one slice.  The progress thread sees the hang-up directly in epoll.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/futex.h>
+
+#include "transport/shm.h"
+
+static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val,
+		  const struct timespec *ts)
+{
+	return syscall(SYS_futex, uaddr, op, val, ts, NULL, 0);
+}
+
+uint64_t sdp__shm_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int sdp__shm_futex_wake(_Atomic uint32_t *word)
+{
+	return futex(word, FUTEX_WAKE, INT_MAX, NULL) < 0 ? -errno : 0;
+}
+
+/* News for the owner of segment `c` (the peer, or a client we reject):
+ * bump its seq, wake its sleepers, ring its doorbell on `sock` if armed. */
+void sdp__shm_wake_owner_seg(struct shm_ctrl *c, int sock)
+{
+	if (!c)
+		return;
+	atomic_fetch_add(&c->seq, 1);
+	if (atomic_load(&c->waiters))
+		sdp__shm_futex_wake(&c->seq);
+	if (sock >= 0 && atomic_load(&c->armed) &&
+	    atomic_exchange(&c->armed, 0)) {
+		ssize_t r = send(sock, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		(void)r;	/* full or gone: the fd is readable anyway */
+	}
+}
+
+static void evfd_signal(int fd)
+{
+	uint64_t one = 1;
+	ssize_t r = write(fd, &one, sizeof(one));
+
+	(void)r;
+}
+
+/* News for our own QP.  `force_event` makes event_fd readable even when the
+ * progress side is not armed (CM events and errors). */
+void sdp__shm_wake_self(struct shm_qp *qp, bool force_event)
+{
+	struct shm_ctrl *c = qp->me.ctrl;
+
+	atomic_fetch_add(&c->seq, 1);
+	if (atomic_load(&c->waiters))
+		sdp__shm_futex_wake(&c->seq);
+	if (force_event ||
+	    (atomic_load(&c->armed) && atomic_exchange(&c->armed, 0)))
+		evfd_signal(qp->evfd);
+}
+
+void sdp__shm_sock_unwatch(struct shm_qp *qp)
+{
+	/* After a hang-up the socket stays readable (EOF) for good; keeping
+	 * it in the epoll set would make a level-triggered progress loop
+	 * spin on a dead connection. */
+	if (atomic_exchange(&qp->sock_in_ep, 0))
+		epoll_ctl(qp->epfd, EPOLL_CTL_DEL, qp->sock, NULL);
+}
+
+static short sock_revents(struct shm_qp *qp, short events)
+{
+	struct pollfd p = { .fd = qp->sock, .events = events };
+
+	if (qp->sock < 0 || poll(&p, 1, 0) <= 0)
+		return 0;
+	return p.revents;
+}
+
+/* Notice a peer that is gone (closed flag or socket hang-up); puts the QP in
+ * error.  Returns true if the QP is in error. */
+bool sdp__shm_check_peer(struct shm_qp *qp)
+{
+	enum shm_state st;
+
+	if (atomic_load(&qp->err))
+		return true;
+	/* While connecting, a hang-up is the CM's answer (get_event). */
+	st = atomic_load(&qp->state);
+	if (st != SHM_ESTABLISHED && st != SHM_PASSIVE)
+		return false;
+	if (atomic_load_explicit(&qp->me.ctrl->closed, memory_order_acquire) ||
+	    (sock_revents(qp, POLLRDHUP) & (POLLRDHUP | POLLHUP | POLLERR))) {
+		sdp__shm_set_error(qp);
+		return true;
+	}
+	return false;
+}
+
+/* A CM reply (or the listener's hang-up) is waiting to be read. */
+static bool connect_reply_ready(struct shm_qp *qp)
+{
+	return atomic_load(&qp->state) == SHM_CONNECTING &&
+	       sock_revents(qp, POLLIN | POLLRDHUP);
+}
+
+uint32_t sdp__shm_wait_seq(struct sdp_qp *sq)
+{
+	return atomic_load(&SHM_QP(sq)->me.ctrl->seq);
+}
+
+int sdp__shm_wait(struct sdp_qp *sq, uint32_t seq, int timeout_ms)
+{
+	struct shm_qp *qp = SHM_QP(sq);
+	struct shm_ctrl *c = qp->me.ctrl;
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX :
+			    sdp__shm_now_ms() + (uint64_t)timeout_ms;
+	int ret = 0;
+
+	atomic_fetch_add(&c->waiters, 1);
+	for (;;) {
+		struct timespec ts;
+		uint64_t now, slice;
+
+		if (atomic_load(&c->seq) != seq)
+			break;
+		sdp__shm_check_peer(qp);	/* bumps seq if it fails */
+		if (atomic_load(&c->seq) != seq || connect_reply_ready(qp))
+			break;
+		now = sdp__shm_now_ms();
+		if (now >= deadline) {
+			ret = -ETIMEDOUT;
+			break;
+		}
+		slice = deadline - now;
+		if (slice > SHM_WAIT_SLICE_MS)
+			slice = SHM_WAIT_SLICE_MS;
+		ts.tv_sec = 0;
+		ts.tv_nsec = (long)slice * 1000000;
+		if (futex(&c->seq, FUTEX_WAIT, seq, &ts) < 0 && errno == EINTR) {
+			ret = -EINTR;
+			break;
+		}
+	}
+	atomic_fetch_sub(&c->waiters, 1);
+	return ret;
+}
+
+void sdp__shm_kick(struct sdp_qp *sq)
+{
+	struct shm_ctrl *c = SHM_QP(sq)->me.ctrl;
+
+	atomic_fetch_add(&c->seq, 1);
+	if (atomic_load(&c->waiters))
+		sdp__shm_futex_wake(&c->seq);
+}
+
+int sdp__shm_event_fd(struct sdp_qp *sq)
+{
+	return SHM_QP(sq)->epfd;
+}
+
+static bool work_pending(struct shm_qp *qp)
+{
+	bool err;
+
+	if (qp->ev_pending || qp->lcq_count)
+		return true;
+	if (qp->rq_done != qp->rq_prod && !qp->rx_bad &&
+	    atomic_load(&qp->me.ctrl->cq_prod) != qp->rq_done)
+		return true;
+	/* An unread SDP_CM_DISCONNECTED is not "work": engines learn of the
+	 * error from the flushed receives, and may never call get_event()
+	 * once established. */
+	err = sdp__shm_check_peer(qp);
+	if (err && qp->rq_done != qp->rq_prod)
+		return true;
+	return connect_reply_ready(qp);
+}
+
+int sdp__shm_req_notify(struct sdp_qp *sq)
+{
+	struct shm_qp *qp = SHM_QP(sq);
+
+	atomic_store(&qp->me.ctrl->armed, 1);
+	if (!work_pending(qp))
+		return 0;
+	atomic_store(&qp->me.ctrl->armed, 0);
+	return 1;
+}
+
+void sdp__shm_ack_events(struct sdp_qp *sq)
+{
+	struct shm_qp *qp = SHM_QP(sq);
+	uint64_t v;
+	ssize_t r = read(qp->evfd, &v, sizeof(v));
+
+	(void)r;
+	if (atomic_load(&qp->state) == SHM_ESTABLISHED &&
+	    atomic_load(&qp->sock_in_ep)) {
+		char buf[16];
+
+		/* Doorbells are one-byte messages; a flood is bounded here
+		 * and will be read on the next round. */
+		for (int i = 0; i < 256; i++)
+			if (recv(qp->sock, buf, sizeof(buf), MSG_DONTWAIT) <= 0)
+				break;
+	}
+	sdp__shm_check_peer(qp);
+}
