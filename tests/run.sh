@@ -125,6 +125,10 @@ run_test() {
 		[ "$rc" -gt 128 ] && [ "$rc" -ne 137 ] && why="exit status $rc (signal $((rc - 128)))"
 		echo "FAIL $name (${dt}s, $why)"
 		echo "  command: $*"
+		if grep -q '^not ok' "$log"; then
+			echo "  ---- failed checks ----"
+			grep '^not ok' "$log" | head -n 50 | sed 's/^/  | /'
+		fi
 		echo "  ---- last 30 lines of output ----"
 		tail -n 30 "$log" | sed 's/^/  | /'
 		echo "  ---------------------------------"

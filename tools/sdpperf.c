@@ -947,7 +947,7 @@ static void print_ratio(int w, size_t off, const char *what, int higher_better)
 
 static void print_table(int w)
 {
-	char b1[80], b2[80], b3[80], b4[80], b5[80], b6[80], b7[80];
+	char b1[80], b6[80], b7[80];
 	size_t sz = wl_size();
 	switch (w) {
 	case W_STREAM:
@@ -992,7 +992,6 @@ static void print_table(int w)
 			       cs.med, AGG(r, n, cpu_per_gb).med);
 			break;
 		case W_RR:
-			(void)b2, (void)b3, (void)b4, (void)b5;
 			printf("  %-5s %-20s %-9.2f %-9.2f %-9.1f %-12.0f %-8.2f %-8.2f\n", tname[t],
 			       fmt_stat(b1, sizeof b1, AGG(r, n, p50), "%.2f"), AGG(r, n, p90).med,
 			       AGG(r, n, p99).med, AGG(r, n, p999).med, AGG(r, n, tps).med, cc.med, cs.med);

@@ -266,10 +266,14 @@ static int orphan_done_locked(const struct sdp_conn *c)
 	}
 }
 
+/* Progress thread only: a connection stopped at the spin cap with work
+ * pending, so the next epoll_wait must not sleep. */
+static int poll_again;
+
 /* Run one connection's progress; returns 1 if it must be released. */
 static int service_conn(struct sdp_conn *c, uint64_t now)
 {
-	int spins = 0, release = 0;
+	int spins = 0, release = 0, more;
 
 	pthread_mutex_lock(&c->lock);
 	if (!c->registered) {
@@ -283,7 +287,8 @@ static int service_conn(struct sdp_conn *c, uint64_t now)
 			c->nagle_deadline_ns = 0;
 			sdp_tx_flush_locked(c, 1);
 		}
-	} while (SDP_TP(c->qp)->req_notify(c->qp) > 0 && ++spins < 64);
+	} while ((more = SDP_TP(c->qp)->req_notify(c->qp) > 0) &&
+		 ++spins < 64);
 	if (c->orphan) {
 		if (!orphan_done_locked(c) && c->close_deadline_ns &&
 		    now >= c->close_deadline_ns)
@@ -293,8 +298,12 @@ static int service_conn(struct sdp_conn *c, uint64_t now)
 			release = 1;
 		}
 	}
-	if (c->registered && (c->nagle_deadline_ns || c->orphan))
+	/* Stopped at the cap with work pending: req_notify() left the QP
+	 * unarmed, so no doorbell will ring for it.  Come back next turn. */
+	if (c->registered && (c->nagle_deadline_ns || c->orphan || more))
 		sdp_progress_arm_timer(c);
+	if (c->registered && more)
+		poll_again = 1;
 	pthread_mutex_unlock(&c->lock);
 	return release;
 }
@@ -347,6 +356,8 @@ static void *progress_main(void *arg)
 			tmo = nearest > now ?
 				(int)((nearest - now) / 1000000ull) + 1 : 0;
 		}
+		if (poll_again)
+			tmo = 0;
 		n = epoll_wait(P.epfd, ev, 64, tmo);
 		if (n < 0 && errno != EINTR)
 			continue;
@@ -372,6 +383,7 @@ static void *progress_main(void *arg)
 					release[nrel++] = c;
 			}
 		}
+		poll_again = 0;	/* set again by whoever is still capped */
 		nearest = service_timers(now, release, &nrel, 128);
 		for (i = 0; i < nrel; i++)
 			sdp_conn_put(release[i]);

@@ -450,6 +450,9 @@ ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 		r = sdp_conn_wait(c, seq, deadline);
 		pthread_mutex_lock(&c->lock);
 		if (r == -EINTR || r == -ETIMEDOUT) {
+			/* The peer skipped the progress doorbell because we
+			 * were waiting: look at what arrived before leaving. */
+			sdp_conn_progress_locked(c);
 			ret = copied ? (ssize_t)copied :
 				(r == -EINTR ? -EINTR : -EAGAIN);
 			goto out;

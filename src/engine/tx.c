@@ -338,6 +338,9 @@ ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 			    c->peer_rcv_sz)
 				sent += tx_direct(c, iov, iovcnt, sent,
 						  total - sent);
+			if (c->state == SDP_ST_RESET)
+				continue;	/* a post failed: report it, do
+						 * not queue onto a dead conn */
 			if (sent < total)
 				sent += tx_enqueue(c, iov, iovcnt, sent,
 						   total - sent);
@@ -357,6 +360,9 @@ ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 		r = sdp_conn_wait(c, seq, deadline);
 		pthread_mutex_lock(&c->lock);
 		if (r == -EINTR || r == -ETIMEDOUT) {
+			/* The peer skipped the progress doorbell because we
+			 * were waiting: look at what arrived before leaving. */
+			sdp_conn_progress_locked(c);
 			ret = sent ? (ssize_t)sent :
 				(r == -EINTR ? -EINTR : -EAGAIN);
 			goto out;

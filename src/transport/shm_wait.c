@@ -60,8 +60,13 @@ void sdp__shm_wake_owner_seg(struct shm_ctrl *c, int sock)
 	if (!c)
 		return;
 	atomic_fetch_add(&c->seq, 1);
-	if (atomic_load(&c->waiters))
+	if (atomic_load(&c->waiters)) {
+		/* A thread sleeps in wait() on this QP: it polls the CQ when
+		 * it wakes (the engine's rule), so the progress thread need
+		 * not be rung too.  One wake-up per message, as with TCP. */
 		sdp__shm_futex_wake(&c->seq);
+		return;
+	}
 	if (sock >= 0 && atomic_load(&c->armed) &&
 	    atomic_exchange(&c->armed, 0)) {
 		ssize_t r = send(sock, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);

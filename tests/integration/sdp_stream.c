@@ -284,7 +284,7 @@ static void run_epoll(conn_t *cs, int n)
 	}
 	int remaining = n;
 	struct epoll_event evs[64];
-	unsigned long idle_waits = 0;
+	unsigned long idle_waits = 0; /* consecutive idle seconds */
 	while (remaining > 0) {
 		int k = epoll_wait(ep, evs, 64, 1000);
 		if (k < 0) {
@@ -295,11 +295,32 @@ static void run_epoll(conn_t *cs, int n)
 		if (k == 0) {
 			/* level-triggered: a ready socket is reported every time; edge:
 			 * we drained to EAGAIN so silence means the peer is slow. */
-			if (++idle_waits % 10 == 0)
-				fprintf(stderr, "%s: epoll_wait idle for %lu s (%d conns unfinished)\n",
-					cs[0].side, idle_waits, remaining);
+			if (++idle_waits % 10 == 0) {
+				/* show each unfinished connection and what poll() says
+				 * about it: readiness that epoll does not report is a bug */
+				fprintf(stderr, "%s: epoll_wait idle for %lu s (%d conns unfinished)%s\n",
+					cs[0].side, idle_waits, remaining, opt_edge ? " [EPOLLET]" : "");
+				for (int i = 0; i < n; i++) {
+					conn_t *c = &cs[i];
+					if (c->eof && c->wr_done)
+						continue;
+					struct pollfd p = { .fd = c->fd, .events = POLLIN | POLLOUT | POLLRDHUP };
+					int pk = poll(&p, 1, 0);
+					fprintf(stderr,
+						"  conn %d: sent %" PRIu64 "+%u rcvd %" PRIu64 "+%u wr_done %d eof %d; "
+						"poll() = %d revents 0x%x%s\n",
+						i, c->sent, c->trailer_sent, c->rcvd, c->trailer_rcvd, c->wr_done, c->eof, pk,
+						p.revents,
+						pk > 0 && (p.revents & (POLLIN | (c->wr_done ? 0 : POLLOUT)))
+							? (opt_edge ? "" : "  <-- ready but epoll (level-triggered) reports nothing")
+							: "");
+				}
+				if (idle_waits >= 30)
+					die("%s: no progress for %lu s", cs[0].side, idle_waits);
+			}
 			continue;
 		}
+		idle_waits = 0;
 		for (int e = 0; e < k; e++) {
 			conn_t *c = &cs[evs[e].data.u32];
 			uint32_t ev = evs[e].events;

@@ -278,6 +278,24 @@ static void eh_progress(struct sdp_conn *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* One diagnostic line with the connection's state (for failures). */
+static void eh_dump(const char *tag, struct sdp_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	printf("#   %s: %s err %d reason \"%s\" credits %d posted %u/%u "
+	       "rx_bytes %llu rxq %u txq %u rx_mseq %u tx_next %u adv %u/%u "
+	       "nagle %d/%llu msgs %llu/%llu\n", tag, sdp_state_name(c->state),
+	       c->err, sdp_reason_str(c->reason), c->tx_credits, c->posted,
+	       c->nbufs, (unsigned long long)c->rx_bytes, c->rxq_count,
+	       c->txq_len, c->rx_mseq, c->tx_next_mseq, c->adv_bufs,
+	       c->adv_mseq_ack, c->nagle_inflight,
+	       (unsigned long long)c->nagle_deadline_ns,
+	       (unsigned long long)c->stats.msgs_sent,
+	       (unsigned long long)c->stats.msgs_rcvd);
+	pthread_mutex_unlock(&c->lock);
+	fflush(stdout);
+}
+
 #define CHECK_REASON(c, want)                                                \
 	do {                                                                 \
 		enum sdp_reason r_ = eh_reason(c);                           \

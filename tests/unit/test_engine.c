@@ -304,6 +304,17 @@ static void test_bulk_both_ways(void)
 	       (unsigned long long)smp.samples);
 
 	for (i = 0; i < 2; i++) {
+		if (d[i].tx_err || d[i].rx_err || d[i].rcvd != d[i].total ||
+		    d[i].sum_rx != d[i].sum_tx)
+			printf("#   direction %d: sent %llu rcvd %llu tx_err %lld "
+			       "rx_err %lld\n", i, (unsigned long long)d[i].sent,
+			       (unsigned long long)d[i].rcvd, d[i].tx_err,
+			       d[i].rx_err);
+		if (d[i].tx_err || d[i].rx_err || d[i].rcvd != d[i].total ||
+		    d[i].sum_rx != d[i].sum_tx) {
+			eh_dump("cli", cli);
+			eh_dump("srv", srv);
+		}
 		CHECK_EQ(d[i].tx_err, 0);
 		CHECK_EQ(d[i].rx_err, 0);
 		CHECK_EQ(d[i].early_eof, 0);
@@ -514,12 +525,19 @@ static void test_oob(void)
 
 	REQUIRE_OK(eh_listen(&s));
 	REQUIRE_OK(eh_connect_pair(&s, &cli, &srv));
+	/* NODELAY: "def" must already be there when the reader looks. */
+	pthread_mutex_lock(&cli->lock);
+	cli->nodelay = 1;
+	pthread_mutex_unlock(&cli->lock);
 
 	CHECK_EQ(eh_send(cli, "abc", 3, 0), 3);
 	CHECK_EQ(eh_send(cli, "!", 1, MSG_OOB), 1);
-	/* Both messages are there before the first recv. */
+	CHECK_EQ(eh_send(cli, "def", 3, 0), 3);
+	CHECK_EQ(eh_stats(cli).msgs_sent, 3);
+	/* All three messages are there before the first recv, which must
+	 * stop at the mark. */
 	memset(buf, 0, sizeof(buf));
-	CHECK_EQ(eh_recv(srv, buf, sizeof(buf), 0), 3);	/* stops at the mark */
+	CHECK_EQ(eh_recv(srv, buf, sizeof(buf), 0), 3);
 	CHECK(memcmp(buf, "abc", 3) == 0);
 	CHECK(at_mark(srv));
 	CHECK_EQ(eh_recv(srv, buf, 1, MSG_OOB | MSG_PEEK), 1);
@@ -529,11 +547,13 @@ static void test_oob(void)
 	CHECK_EQ(buf[0], '!');
 	CHECK_EQ(eh_recv(srv, buf, 1, MSG_OOB), -EINVAL);	/* consumed */
 	/* Normal data continues after the urgent byte. */
-	CHECK_EQ(eh_send(cli, "def", 3, 0), 3);
 	memset(buf, 0, sizeof(buf));
 	CHECK_EQ(eh_recv_all(srv, buf, 3), 3);
 	CHECK(memcmp(buf, "def", 3) == 0);
 	CHECK(!at_mark(srv));
+	CHECK_EQ(eh_send(cli, "ghi", 3, 0), 3);
+	CHECK_EQ(eh_recv_all(srv, buf, 3), 3);
+	CHECK(memcmp(buf, "ghi", 3) == 0);
 	sdp_conn_close(cli, 0);
 	sdp_conn_close(srv, 0);
 
