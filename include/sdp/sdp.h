@@ -19,6 +19,13 @@
 /* setsockopt/getsockopt(SOL_TCP, ...) options, numbered as in ib_sdp. */
 #define SDP_ZCOPY_THRESH 80	/* int: 0 = ZCopy off, else smallest ZCopy size */
 #define SDP_LAST_BIND_ERR 81	/* int, get only: last transport bind result */
+/* int, get only: which transport carries this socket: SDP_TRANSPORT_SHM,
+ * _LOOP or _VERBS; a kernel TCP socket answers ENOPROTOOPT.  Lets tests and
+ * tools tell whether the socket switch sent a connection over SDP. */
+#define SDP_CONN_TRANSPORT 90
+#define SDP_TRANSPORT_SHM 1
+#define SDP_TRANSPORT_LOOP 2
+#define SDP_TRANSPORT_VERBS 3
 
 #ifdef __cplusplus
 extern "C" {

@@ -15,6 +15,7 @@
 
 #include "engine/config.h"
 #include "engine/progress.h"
+#include "engine/stats_shm.h"
 
 static atomic_uint conn_ids;
 
@@ -106,6 +107,7 @@ int sdp_conn_alloc(struct sdp_conn **out)
 	c->sndbuf = sdp_cfg.sndbuf;
 	c->rcvbuf = sdp_cfg.rcvbuf;
 	c->tx_next_mseq = 1;
+	sdp_stat_conn_attach(c);	/* sdpstat record */
 	*out = c;
 	return 0;
 }
@@ -117,6 +119,7 @@ void sdp_conn_get(struct sdp_conn *c)
 
 static void conn_free(struct sdp_conn *c)
 {
+	sdp_stat_conn_detach(c);	/* sdpstat record */
 	if (c->qp)
 		SDP_TP(c->qp)->destroy_qp(c->qp);
 	free(c->rxq);

@@ -67,6 +67,43 @@ struct sdp_conn_stats {
 	uint64_t credit_updates_sent;
 	uint64_t credit_stalls;		/* send found no credit */
 	uint64_t nagle_holds;
+	/* ZCopy (zcopy.c); SDP_ZCOPY_STATS reports these. */
+	uint64_t zc_tx_adverts;		/* SrcAvail sent */
+	uint64_t zc_tx_bytes;		/* bytes the peer RDMA-read from us */
+	uint64_t zc_tx_declined;	/* SendSm ended one of our SrcAvails */
+	uint64_t zc_tx_cancels;		/* SrcAvailCancel sent */
+	uint64_t zc_rx_adverts;		/* peer SrcAvails we accepted to read */
+	uint64_t zc_rx_bytes;		/* bytes we RDMA-read into app buffers */
+	uint64_t zc_rx_declined;	/* SendSm we sent (declines, cancel acks) */
+};
+
+/* Our outstanding SrcAvail (data source side, Combined mode: at most one).
+ * Owned by the thread blocked in send(); rx.c/zcopy.c update the counts. */
+struct sdp_zc_tx {
+	unsigned active:1;		/* advertised, not yet ended */
+	unsigned ended:1;		/* peer ended it (all read, or SendSm) */
+	unsigned declined:1;		/* ended by SendSm */
+	unsigned cancel_want:1;		/* SrcAvailCancel to post */
+	unsigned cancel_sent:1;
+	unsigned crossed:1;		/* a peer SrcAvail arrived meanwhile */
+	uint32_t mseq;			/* the SrcAvail's MSeq */
+	uint32_t len;			/* advertised bytes (inline included) */
+	uint32_t inl;			/* bytes carried inline */
+	uint32_t rd_done;		/* RDMA-read bytes reported so far */
+	struct sdp_mr *mr;
+	uint64_t progress_ns;		/* last sign of the sink's progress */
+};
+
+/* The peer's SrcAvail we may still read (data sink side). */
+struct sdp_zc_rx {
+	unsigned active:1;
+	unsigned reading:1;		/* an RDMA READ is in flight */
+	unsigned cancel_rcvd:1;		/* SrcAvailCancel came while reading */
+	uint32_t mseq;
+	uint32_t rkey;
+	uint64_t vaddr;
+	uint32_t len;			/* advertised bytes (inline included) */
+	uint32_t off;			/* bytes of it consumed (inline + read) */
 };
 
 struct sdp_conn {
@@ -135,6 +172,19 @@ struct sdp_conn {
 	struct sdp_conn *acc_next;	/* listener accept queue */
 
 	struct sdp_conn_stats stats;
+
+	/* ---- ZCopy (zcopy.c) ---- */
+	struct sdp_zc_tx zc_tx;
+	struct sdp_zc_rx zc_rx;
+	uint32_t zc_pend_rdcompl;	/* read bytes not yet reported */
+	uint32_t zc_pend_sendsm;	/* SendSm messages to post */
+	uint32_t zc_readers;		/* recv() calls in progress */
+	uint32_t zc_last_tx_mseq;	/* MSeq of our latest SrcAvail */
+	unsigned zc_ever_tx:1;		/* we sent a SrcAvail at least once */
+	unsigned zc_sendsm_grace:1;	/* a SendSm may follow a full read
+					 * that crossed our cancel */
+	unsigned zc_thresh_set:1;	/* zc_thresh overrides the default */
+	uint32_t zc_thresh;		/* SDP_ZCOPY_THRESH of this socket */
 };
 
 /* ---- lifecycle (conn.c) ---- */
@@ -197,6 +247,11 @@ int sdp_rx_post_locked(struct sdp_conn *c, uint32_t idx);
 int sdp_tx_post_ch_rcv_buf_ack_locked(struct sdp_conn *c);
 /* Post a header-only message (control or credit update). */
 int sdp_tx_post_ctrl_locked(struct sdp_conn *c, uint8_t mid);
+/* Post any message: `m` supplies mid, flags and the extended header (m->h);
+ * the BSDH sequence/credit fields are filled here.  Needs 2 credits. */
+int sdp_tx_post_msg_locked(struct sdp_conn *c, struct sdp_msg *m,
+			   const struct sdp_sge *payload, int npayload,
+			   uint32_t plen);
 
 /* Readiness mask (SDP_READY_*) the socket should show now. */
 unsigned sdp_conn_ready_mask_locked(const struct sdp_conn *c);

@@ -7,6 +7,7 @@
 #include "engine/listener.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 
 #include "engine/config.h"
 #include "engine/conn.h"
+#include "engine/real.h"
 #include "engine/progress.h"
 #include "wire/wire.h"
 
@@ -40,6 +42,7 @@ int sdp_listen_create(struct sdp_listener *tl, int backlog,
 	atomic_init(&l->refs, 1);
 	l->tl = tl;
 	l->ready = ready;
+	l->tcp_fd = -1;
 	sdp_listen_set_backlog(l, backlog);
 	r = ops->listen(tl, l->backlog);
 	if (r < 0)
@@ -87,7 +90,67 @@ int sdp_listen_fd(struct sdp_listen *l)
 static void update_ready_locked(struct sdp_listen *l)
 {
 	if (l->ready)
-		sdp_ready_set(l->ready, l->count ? SDP_READY_IN : 0);
+		sdp_ready_set(l->ready, l->count || atomic_load(&l->tcp_pending) ?
+			      SDP_READY_IN : 0);
+}
+
+int sdp_listen_add_tcp(struct sdp_listen *l, int fd)
+{
+	int r;
+
+	/* Never block in accept4 on it: blocking accept() polls the app fd. */
+	sdp_real.fcntl(fd, F_SETFL, sdp_real.fcntl(fd, F_GETFL) | O_NONBLOCK);
+	pthread_mutex_lock(&l->lock);
+	l->tcp_fd = fd;
+	atomic_store(&l->tcp_pending, 1);	/* look once: maybe queued */
+	update_ready_locked(l);
+	pthread_mutex_unlock(&l->lock);
+	r = sdp_progress_watch_tcp_listener(l, fd);
+	if (r < 0) {
+		pthread_mutex_lock(&l->lock);
+		l->tcp_fd = -1;
+		pthread_mutex_unlock(&l->lock);
+	}
+	return r;
+}
+
+void sdp_listen_tcp_ready(struct sdp_listen *l)
+{
+	pthread_mutex_lock(&l->lock);
+	atomic_store(&l->tcp_pending, 1);
+	update_ready_locked(l);
+	if (l->accept_waiters) {
+		atomic_fetch_add(&l->seq, 1);
+		futex_wake_all(&l->seq);
+	}
+	pthread_mutex_unlock(&l->lock);
+}
+
+int sdp_listen_accept_tcp(struct sdp_listen *l, int flags)
+{
+	int fd;
+
+	if (l->tcp_fd < 0)
+		return -EAGAIN;
+	/* Clear first: a connection arriving after this makes a new edge
+	 * (the progress thread watches the socket edge-triggered). */
+	atomic_store(&l->tcp_pending, 0);
+	fd = sdp_real.accept4(l->tcp_fd, NULL, NULL, flags | SOCK_NONBLOCK);
+	if (fd < 0) {
+		int e = errno;
+
+		pthread_mutex_lock(&l->lock);
+		update_ready_locked(l);
+		pthread_mutex_unlock(&l->lock);
+		return e == EWOULDBLOCK ? -EAGAIN : -e;
+	}
+	atomic_store(&l->tcp_pending, 1);	/* there may be more */
+	if (!(flags & SOCK_NONBLOCK)) {
+		int fl = sdp_real.fcntl(fd, F_GETFL);
+
+		sdp_real.fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	}
+	return fd;
 }
 
 static void handle_one(struct sdp_listen *l, struct sdp_conn_req *req,
@@ -163,6 +226,8 @@ int sdp_listen_service(struct sdp_listen *l)
 int sdp_listen_accept(struct sdp_listen *l, int nonblock, int timeout_ms,
 		      struct sdp_conn **out)
 {
+	/* A "both" listener wakes us for TCP arrivals too: the caller then
+	 * tries the TCP side (-EAGAIN with *out NULL means "look there"). */
 	struct timespec ts, *tsp = NULL;
 	unsigned seq;
 	long r;
@@ -187,9 +252,13 @@ int sdp_listen_accept(struct sdp_listen *l, int nonblock, int timeout_ms,
 			*out = c;
 			return 0;
 		}
-		pthread_mutex_unlock(&l->lock);
-		if (nonblock)
+		if (nonblock || (l->tcp_fd >= 0 && atomic_load(&l->tcp_pending))) {
+			pthread_mutex_unlock(&l->lock);
+			*out = NULL;
 			return -EAGAIN;
+		}
+		l->accept_waiters++;
+		pthread_mutex_unlock(&l->lock);
 		if (timeout_ms > 0) {
 			ts.tv_sec = timeout_ms / 1000;
 			ts.tv_nsec = (timeout_ms % 1000) * 1000000L;
@@ -197,6 +266,9 @@ int sdp_listen_accept(struct sdp_listen *l, int nonblock, int timeout_ms,
 		}
 		r = syscall(SYS_futex, &l->seq, FUTEX_WAIT_PRIVATE, seq, tsp,
 			    NULL, 0);
+		pthread_mutex_lock(&l->lock);
+		l->accept_waiters--;
+		pthread_mutex_unlock(&l->lock);
 		if (r < 0 && errno == EINTR)
 			return -EINTR;
 		if (r < 0 && errno == ETIMEDOUT)
@@ -220,6 +292,11 @@ void sdp_listen_close(struct sdp_listen *l)
 	if (l->tl)
 		sdp_tp_default()->close_listener(l->tl);
 	l->tl = NULL;
+	if (l->tcp_fd >= 0) {
+		sdp_progress_unwatch(l->tcp_fd);
+		sdp_real.close(l->tcp_fd);
+	}
+	l->tcp_fd = -1;
 	pthread_mutex_unlock(&l->lock);
 	/* Queued, never accepted: reset them, as TCP does. */
 	for (; c; c = next) {

@@ -26,6 +26,9 @@ struct sdp_listen {
 	struct sdp_conn *head, *tail;	/* established, not yet accepted */
 	uint32_t count;
 	struct sdp_ready *ready;	/* NULL once the socket is closed */
+	int tcp_fd;			/* "both": kernel TCP listener, or -1 */
+	atomic_int tcp_pending;		/* TCP connections may be waiting */
+	int accept_waiters;		/* threads blocked in accept */
 	unsigned closed:1;
 	struct sdp_listen *rel_next;	/* progress release list */
 	uint64_t accepted, refused;	/* stats */
@@ -43,6 +46,13 @@ void sdp_listen_close(struct sdp_listen *l);
 void sdp_listen_get(struct sdp_listen *l);
 void sdp_listen_put(struct sdp_listen *l);
 int sdp_listen_fd(struct sdp_listen *l);
+/* Socket switch: also accept kernel TCP clients from `fd` (a listening TCP
+ * socket, owned by the listener from now on). */
+int sdp_listen_add_tcp(struct sdp_listen *l, int fd);
+/* Progress thread: the TCP side became readable (edge). */
+void sdp_listen_tcp_ready(struct sdp_listen *l);
+/* Accept one kernel TCP connection if any: fd, -EAGAIN, or -errno. */
+int sdp_listen_accept_tcp(struct sdp_listen *l, int flags);
 /* Progress thread: handle pending requests.  1 = unregister and release. */
 int sdp_listen_service(struct sdp_listen *l);
 

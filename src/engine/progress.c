@@ -30,8 +30,12 @@
 #include "engine/config.h"
 #include "engine/conn.h"
 #include "engine/listener.h"
+#include "engine/stats_shm.h"	/* sdpstat */
 
 #define TAG_LISTENER 0x1ul
+#define TAG_TCP_LISTENER 0x2ul
+#define TAG_MASK 0x3ul
+#define TAG_STAT 0x4ul	/* sdpstat wake socket: compared first */
 
 static struct {
 	pthread_mutex_t start_lock;
@@ -92,6 +96,7 @@ static int progress_start_locked(void)
 	if (P.epfd < 0 || P.wakefd < 0 ||
 	    epoll_ctl(P.epfd, EPOLL_CTL_ADD, P.wakefd, &ev) < 0)
 		goto err;
+	sdp_stat_watch(P.epfd, (void *)TAG_STAT);	/* sdpstat */
 	/* The thread must never take the application's signals. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -190,6 +195,26 @@ int sdp_progress_add_listener(struct sdp_listen *l)
 		return r;
 	}
 	return 0;
+}
+
+int sdp_progress_watch_tcp_listener(struct sdp_listen *l, int fd)
+{
+	struct epoll_event ev;
+	int r = progress_init();
+
+	if (r < 0)
+		return r;
+	/* No reference of its own: the fd is closed (leaving the set) before
+	 * the listener's progress reference goes, and release is deferred. */
+	ev.events = EPOLLIN | EPOLLET;
+	ev.data.ptr = (void *)((uintptr_t)l | TAG_TCP_LISTENER);
+	return epoll_ctl(P.epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+void sdp_progress_unwatch(int fd)
+{
+	if (P.epfd >= 0)
+		epoll_ctl(P.epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
 void sdp_progress_release_listener(struct sdp_listen *l)
@@ -358,6 +383,7 @@ static void *progress_main(void *arg)
 		}
 		if (poll_again)
 			tmo = 0;
+		tmo = sdp_stat_progress_timeout(tmo);	/* sdpstat */
 		n = epoll_wait(P.epfd, ev, 64, tmo);
 		if (n < 0 && errno != EINTR)
 			continue;
@@ -372,10 +398,16 @@ static void *progress_main(void *arg)
 				if (read(P.wakefd, &v, sizeof(v)) < 0) {
 					/* already drained */
 				}
+			} else if (p == TAG_STAT) {	/* sdpstat */
+				sdp_stat_poked();
 			} else if (p & TAG_LISTENER) {
-				struct sdp_listen *l = (void *)(p & ~TAG_LISTENER);
+				struct sdp_listen *l = (void *)(p & ~TAG_MASK);
 
 				sdp_listen_service(l);
+			} else if (p & TAG_TCP_LISTENER) {
+				struct sdp_listen *l = (void *)(p & ~TAG_MASK);
+
+				sdp_listen_tcp_ready(l);
 			} else if (nrel < 64) {
 				struct sdp_conn *c = (void *)p;
 
@@ -385,6 +417,7 @@ static void *progress_main(void *arg)
 		}
 		poll_again = 0;	/* set again by whoever is still capped */
 		nearest = service_timers(now, release, &nrel, 128);
+		sdp_stat_progress_tick();	/* sdpstat */
 		for (i = 0; i < nrel; i++)
 			sdp_conn_put(release[i]);
 	}

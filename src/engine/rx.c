@@ -16,6 +16,7 @@
 #include "engine/config.h"
 #include "engine/conn.h"
 #include "engine/progress.h"
+#include "engine/zcopy.h"
 
 static uint8_t *buf_addr(const struct sdp_conn *c, uint32_t idx)
 {
@@ -126,13 +127,35 @@ static int rx_dispatch(struct sdp_conn *c, uint32_t idx, const struct sdp_msg *m
 	uint32_t hdr = m->bsdh.len - m->payload_len;
 
 	switch (m->bsdh.mid) {
-	case SDP_MID_DATA:
 	case SDP_MID_SRC_AVAIL:
-	case SDP_MID_SINK_AVAIL:
+		if (c->zc_rx.active) {
+			protocol_error(c, "second SrcAvail outstanding "
+				       "(Combined mode)", m->bsdh.mid);
+			return -EPROTO;
+		}
 		if (m->payload_len == 0) {
-			if (m->bsdh.mid == SDP_MID_SRC_AVAIL)
-				goto decline;
+			/* Pipelined-mode advertisement: we only do Combined;
+			 * decline, the source sends it by BCopy (5.4). */
+			c->zc_pend_sendsm++;
+			c->stats.zc_rx_declined++;
+			return 0;
+		}
+		if (m->h.srcah.len <= m->payload_len) {
+			protocol_error(c, "SrcAvail Len not above its inline "
+				       "bytes", m->bsdh.mid);
+			return -EPROTO;
+		}
+		/* The inline bytes are stream data. */
+		__attribute__((fallthrough));
+	case SDP_MID_DATA:
+	case SDP_MID_SINK_AVAIL:
+		if (m->payload_len == 0)
 			return 0;	/* credit update / bare advertisement */
+		if (c->zc_rx.active) {
+			/* The source must hold data back (annex 5.3). */
+			protocol_error(c, "data while a SrcAvail is outstanding",
+				       m->bsdh.mid);
+			return -EPROTO;
 		}
 		if (c->disconn_rcvd) {
 			protocol_error(c, "data after DisConn", m->bsdh.mid);
@@ -146,14 +169,15 @@ static int rx_dispatch(struct sdp_conn *c, uint32_t idx, const struct sdp_msg *m
 		}
 		rx_queue_data(c, idx, hdr, m->payload_len,
 			      m->bsdh.flags & SDP_FLAG_OOB_PRES);
-		if (m->bsdh.mid == SDP_MID_SRC_AVAIL) {
-decline:
-			/* We do not RDMA-read (ZCopy is a later issue): the
-			 * inline bytes are data, SendSm makes the source send
-			 * the rest by BCopy (annex 5.4). */
-			sdp_tx_post_ctrl_locked(c, SDP_MID_SEND_SM);
-		}
-		return m->payload_len ? 1 : 0;
+		if (m->bsdh.mid == SDP_MID_SRC_AVAIL)
+			sdp_zcopy_rx_advert_locked(c, m);
+		return 1;
+	case SDP_MID_SEND_SM:
+		return sdp_zcopy_rx_send_sm_locked(c, m);
+	case SDP_MID_RDMA_RD_COMPL:
+		return sdp_zcopy_rx_rd_compl_locked(c, m);
+	case SDP_MID_SRC_AVAIL_CANCEL:
+		return sdp_zcopy_rx_src_cancel_locked(c, m);
 	case SDP_MID_DISCONN:
 		if (c->disconn_rcvd || rx_disconn(c) < 0) {
 			protocol_error(c, "unexpected DisConn", m->bsdh.mid);
@@ -169,7 +193,6 @@ decline:
 		return 0;
 	case SDP_MID_MODE_CHANGE:
 	case SDP_MID_CH_RCV_BUF_ACK:
-	case SDP_MID_SRC_AVAIL_CANCEL:
 		return 0;	/* nothing outstanding that they refer to */
 	case SDP_MID_CH_RCV_BUF:
 		/* We keep our size; the ack tells the peer so (as gen1). */
@@ -251,7 +274,8 @@ int sdp_rx_maybe_credit_update_locked(struct sdp_conn *c)
 
 uint64_t sdp_conn_rx_avail_locked(const struct sdp_conn *c)
 {
-	uint64_t avail = c->rx_bytes;
+	/* The unread part of the peer's SrcAvail follows the queue. */
+	uint64_t avail = c->rx_bytes + sdp_zcopy_rx_pending(c);
 
 	if (c->oob_seen && !c->oob_inline && c->rx_off < c->oob_mark &&
 	    c->oob_mark - c->rx_off < avail)
@@ -398,6 +422,7 @@ ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 	int r;
 
 	pthread_mutex_lock(&c->lock);
+	c->zc_readers++;
 	if (c->state == SDP_ST_CLOSED) {
 		ret = -ENOTCONN;
 		goto out;
@@ -419,6 +444,20 @@ ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 				n = avail;
 			n = rx_copy_out(c, iov, iovcnt, copied, n, peek);
 			copied += n;
+			if (c->zc_rx.active && copied < want) {
+				/* Next in the stream: the peer's SrcAvail. */
+				ssize_t z = sdp_zcopy_read_locked(c, iov, iovcnt,
+						copied, want - copied, peek);
+
+				if (z > 0)
+					copied += (size_t)z;
+				else if (!copied && !c->zc_rx.reading)
+					continue;  /* declined or reset: look
+						    * again (the rest comes by
+						    * BCopy) */
+			}
+			if (!copied)
+				goto wait;	/* another reader is at it */
 			if (peek || copied == want || !(msg_flags & MSG_WAITALL))
 				break;
 			if (sdp_conn_at_mark_locked(c))
@@ -446,6 +485,7 @@ ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 			ret = -ENOTCONN;
 			goto out;
 		}
+wait:
 		pthread_mutex_unlock(&c->lock);
 		r = sdp_conn_wait(c, seq, deadline);
 		pthread_mutex_lock(&c->lock);
@@ -462,6 +502,7 @@ ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 	if (!peek && copied)
 		sdp_rx_maybe_credit_update_locked(c);
 out:
+	c->zc_readers--;
 	sdp_conn_update_ready_locked(c);
 	pthread_mutex_unlock(&c->lock);
 	return ret;

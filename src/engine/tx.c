@@ -20,6 +20,7 @@
 #include "engine/config.h"
 #include "engine/conn.h"
 #include "engine/progress.h"
+#include "engine/zcopy.h"
 
 #define SDP_DATA_MIN_CREDITS 2
 
@@ -28,27 +29,22 @@ static uint32_t max_payload(const struct sdp_conn *c)
 	return c->peer_rcv_sz - SDP_BSDH_SIZE;
 }
 
-/* Fill the BSDH of our next message and post it with the payload SGEs. */
-static int tx_post(struct sdp_conn *c, uint8_t mid, uint8_t flags,
-		   const struct sdp_sge *payload, int npayload, uint32_t plen,
-		   uint32_t ext_len)
+/* Fill the BSDH of message `m` (mid, flags and extended header already set)
+ * and post it with the payload SGEs. */
+static int tx_post_msg(struct sdp_conn *c, struct sdp_msg *m,
+		       const struct sdp_sge *payload, int npayload, uint32_t plen)
 {
 	uint8_t hdr[64];
 	struct sdp_sge sg[SDP_MAX_SGE];
 	struct sdp_send_wr wr;
-	struct sdp_msg m;
 	int hlen, i, r;
 
-	memset(&m, 0, sizeof(m));
-	m.bsdh.mid = mid;
-	m.bsdh.flags = flags;
-	m.bsdh.bufs = c->posted > 0xffff ? 0xffff : (uint16_t)c->posted;
-	m.bsdh.mseq = c->tx_next_mseq;
-	m.bsdh.mseq_ack = c->rx_mseq;
-	m.bsdh.len = sdp_wire_hdr_size(mid) + plen;
-	m.payload_len = plen;
-	m.h.len = ext_len;	/* the 4-byte headers (ChRcvBufAck, ...) */
-	hlen = sdp_wire_encode_hdr(&m, hdr, sizeof(hdr));
+	m->bsdh.bufs = c->posted > 0xffff ? 0xffff : (uint16_t)c->posted;
+	m->bsdh.mseq = c->tx_next_mseq;
+	m->bsdh.mseq_ack = c->rx_mseq;
+	m->bsdh.len = sdp_wire_hdr_size(m->bsdh.mid) + plen;
+	m->payload_len = plen;
+	hlen = sdp_wire_encode_hdr(m, hdr, sizeof(hdr));
 	if (hlen < 0)
 		return hlen;
 	sg[0].addr = (uint64_t)(uintptr_t)hdr;
@@ -68,15 +64,37 @@ static int tx_post(struct sdp_conn *c, uint8_t mid, uint8_t flags,
 	}
 	c->tx_next_mseq++;
 	c->tx_credits--;
-	c->adv_bufs = m.bsdh.bufs;
-	c->adv_mseq_ack = m.bsdh.mseq_ack;
+	c->adv_bufs = m->bsdh.bufs;
+	c->adv_mseq_ack = m->bsdh.mseq_ack;
 	c->stats.msgs_sent++;
 	c->stats.bytes_sent += plen;
-	if (mid == SDP_MID_DATA && plen > 0 && plen < max_payload(c)) {
+	if (m->bsdh.mid == SDP_MID_DATA && plen > 0 && plen < max_payload(c)) {
 		c->nagle_inflight = 1;
-		c->nagle_mseq = m.bsdh.mseq;
+		c->nagle_mseq = m->bsdh.mseq;
 	}
 	return 0;
+}
+
+static int tx_post(struct sdp_conn *c, uint8_t mid, uint8_t flags,
+		   const struct sdp_sge *payload, int npayload, uint32_t plen,
+		   uint32_t ext_len)
+{
+	struct sdp_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.bsdh.mid = mid;
+	m.bsdh.flags = flags;
+	m.h.len = ext_len;	/* the 4-byte headers (ChRcvBufAck, ...) */
+	return tx_post_msg(c, &m, payload, npayload, plen);
+}
+
+int sdp_tx_post_msg_locked(struct sdp_conn *c, struct sdp_msg *m,
+			   const struct sdp_sge *payload, int npayload,
+			   uint32_t plen)
+{
+	if (!c->qp || c->tx_credits < SDP_DATA_MIN_CREDITS)
+		return -EAGAIN;
+	return tx_post_msg(c, m, payload, npayload, plen);
 }
 
 int sdp_tx_post_ctrl_locked(struct sdp_conn *c, uint8_t mid)
@@ -125,7 +143,8 @@ static int tx_can_send_data(const struct sdp_conn *c)
 	case SDP_ST_ESTABLISHED:
 	case SDP_ST_CLOSE_WAIT:
 	case SDP_ST_FIN_WAIT:	/* DisConn not yet sent: drain the queue */
-		return !c->disconn_sent;
+		/* No Data nor DisConn while our SrcAvail is out (annex 5.3). */
+		return !c->disconn_sent && !c->zc_tx.active;
 	default:
 		return 0;
 	}
@@ -133,6 +152,8 @@ static int tx_can_send_data(const struct sdp_conn *c)
 
 int sdp_tx_flush_locked(struct sdp_conn *c, int force)
 {
+	if (sdp_zcopy_ctl_pending(c))
+		sdp_zcopy_flush_ctl_locked(c);
 	while (c->txq_len > 0 && tx_can_send_data(c)) {
 		uint32_t chunk = c->txq_len, first;
 		uint64_t sent_off = c->tx_queued_off - c->txq_len;
@@ -299,6 +320,46 @@ static size_t iov_total(const struct iovec *iov, int iovcnt)
 	return t;
 }
 
+/*
+ * One ZCopy step of a blocking send (annex 5.3/5.4).  Returns 1 after an
+ * advertisement ended (*sent advanced; *zc_ok cleared if the sink declined:
+ * the rest of this send goes by BCopy), 0 to use BCopy now (*zc_ok cleared)
+ * or to wait for the send queue to drain (*zc_ok still set), 2 to return
+ * *sent now (cancelled by a signal or the send timeout), -errno to return
+ * that (the same with nothing sent).
+ */
+static int tx_zcopy(struct sdp_conn *c, const struct iovec *iov, size_t *sent,
+		    size_t total, uint64_t deadline, int *zc_ok)
+{
+	enum sdp_zc_end end;
+	int serr;
+	ssize_t n;
+
+	if (c->zc_rx.active) {
+		/* We hold the peer's SrcAvail: no ZCopy of ours now (OFED's
+		 * deadlock prevention); BCopy for this send. */
+		*zc_ok = 0;
+		return 0;
+	}
+	if (c->txq_len || c->zc_tx.active ||
+	    c->tx_credits < SDP_DATA_MIN_CREDITS || !tx_can_send_data(c)) {
+		sdp_tx_flush_locked(c, 1);
+		return 0;	/* wait: BCopy data queued before must go first */
+	}
+	n = sdp_zcopy_send_locked(c, (const uint8_t *)iov[0].iov_base + *sent,
+				  total - *sent, deadline, &end, &serr);
+	if (n < 0) {
+		*zc_ok = 0;	/* could not register: BCopy */
+		return 0;
+	}
+	*sent += (size_t)n;
+	if (end == SDP_ZC_DECLINED)
+		*zc_ok = 0;
+	if (end == SDP_ZC_STOPPED && serr)
+		return *sent ? 2 : serr;	/* signal / timeout: return */
+	return 1;
+}
+
 ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 		      int msg_flags, int io_flags, int timeout_ms)
 {
@@ -307,6 +368,8 @@ ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 	int oob = !!(msg_flags & MSG_OOB);
 	uint64_t deadline = timeout_ms > 0 ?
 		sdp_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+	/* ZCopy: blocking sends of one contiguous buffer only. */
+	int zc_ok = !nonblock && !oob && iovcnt == 1;
 	ssize_t ret;
 	uint32_t seq;
 	int r;
@@ -334,6 +397,20 @@ ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 				ret = sent ? (ssize_t)sent : -ENOMEM;
 				goto out;
 			}
+			if (zc_ok && sdp_zcopy_tx_wanted(c, total - sent)) {
+				r = tx_zcopy(c, iov, &sent, total, deadline,
+					     &zc_ok);
+				if (r == 1)
+					continue;	/* advertised: go on */
+				if (r == 2)
+					break;		/* cancelled: partial */
+				if (r < 0) {
+					ret = sent ? (ssize_t)sent : r;
+					goto out;
+				}
+				if (zc_ok)
+					goto wait;	/* queue must drain first */
+			}
 			if (!oob && c->txq_len == 0 && c->caps.max_inline >=
 			    c->peer_rcv_sz)
 				sent += tx_direct(c, iov, iovcnt, sent,
@@ -356,6 +433,12 @@ ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 			ret = sent ? (ssize_t)sent : -EAGAIN;
 			goto out;
 		}
+wait:
+		/* About to block while holding the peer's SrcAvail that no
+		 * recv() is reading: the peer may be blocked on it (and we on
+		 * the peer): decline it (annex 5.4). */
+		if (c->zc_rx.active && !c->zc_readers)
+			sdp_zcopy_decline_locked(c);
 		pthread_mutex_unlock(&c->lock);
 		r = sdp_conn_wait(c, seq, deadline);
 		pthread_mutex_lock(&c->lock);

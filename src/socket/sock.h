@@ -51,7 +51,31 @@ struct sdp_sock {
 	struct linger linger;
 	int rcvtimeo_ms, sndtimeo_ms;	/* 0 = forever */
 	int last_bind_err;
+
+	/* Socket switch (switch.c): an AF_INET/AF_INET6 TCP socket that the
+	 * policy sent to SDP.  `shadow` is the real TCP socket kept for
+	 * falling back (policy "both"); -1 when the policy said "sdp". */
+	int switched;		/* created from AF_INET/AF_INET6 */
+	int shadow;		/* kernel TCP socket, or -1 */
+	int tcp_family;		/* AF_INET or AF_INET6, as the app asked */
+	int sock_type;		/* type flags given to socket() */
 };
+
+/* Socket switch (switch.c). */
+int sdp_switch_socket(int domain, int type, int protocol);
+int sdp_switch_bind(struct sdp_sock *s, int fd, const struct sockaddr *sa,
+		    socklen_t len);
+int sdp_switch_listen(struct sdp_sock *s, int fd, int backlog);
+int sdp_switch_connect(struct sdp_sock *s, int fd, const struct sockaddr *sa,
+		       socklen_t len);
+/* Apply an option set on the SDP socket to the TCP shadow too. */
+void sdp_switch_mirror_sockopt(struct sdp_sock *s, int level, int name,
+			       const void *v, socklen_t len);
+void sdp_switch_mirror_nonblock(struct sdp_sock *s, int on);
+void sdp_switch_release(struct sdp_sock *s);
+int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
+				const struct sockaddr *sa, socklen_t len,
+				int sdp_err);
 
 /* Descriptor table (fdtable.c).  get() returns a referenced socket or NULL
  * (cheap for descriptors that are not SDP). */

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,7 @@ struct sdp_sock *sdp_sock_new(int domain, int flags, int *err)
 	s->sndbuf = (int)sdp_cfg.sndbuf;
 	s->rcvbuf = (int)sdp_cfg.rcvbuf;
 	s->zcopy_thresh = 0;
+	s->shadow = -1;
 	return s;
 }
 
@@ -83,6 +85,7 @@ void sdp_sock_release(struct sdp_sock *s)
 		s->bound = NULL;
 	}
 	sdp_ready_release(&s->ready);
+	sdp_switch_release(s);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -111,6 +114,8 @@ SDP_EXPORT int socket(int domain, int type, int protocol)
 			errno = ENOSYS;
 			return -1;
 		}
+		if (domain == AF_INET || domain == AF_INET6)
+			return sdp_switch_socket(domain, type, protocol);
 		return sdp_real.socket(domain, type, protocol);
 	}
 	sdp_config_init();
@@ -190,6 +195,11 @@ SDP_EXPORT int bind(int fd, const struct sockaddr *sa, socklen_t len)
 		sdp_real_init();
 		return sdp_real.bind(fd, sa, len);
 	}
+	if (s->switched) {
+		r = sdp_switch_bind(s, fd, sa, len);
+		sdp_sock_put(s);
+		return sdp_ret(r);
+	}
 	r = sdp_sock_addr_in(s, sa, len, &a, &alen);
 	if (r == 0) {
 		pthread_mutex_lock(&s->lock);
@@ -219,6 +229,14 @@ SDP_EXPORT int listen(int fd, int backlog)
 	if (!s) {
 		sdp_real_init();
 		return sdp_real.listen(fd, backlog);
+	}
+	if (s->switched) {
+		r = sdp_switch_listen(s, fd, backlog);
+		if (r != -EAGAIN) {
+			sdp_sock_put(s);
+			return sdp_ret(r);
+		}
+		r = 0;	/* SDP only and unbound: the plain path below */
 	}
 	pthread_mutex_lock(&s->lock);
 	if (s->kind == SDP_SK_LISTEN) {
@@ -267,6 +285,41 @@ static void conn_apply_options(struct sdp_conn *c, const struct sdp_sock *s)
 	c->rcvbuf = (uint32_t)s->rcvbuf;
 }
 
+/*
+ * Wait for an SDP connection or, on a "both" listener, a kernel TCP one.
+ * Returns 0 with *c set, a TCP descriptor (> 0), or -errno.
+ */
+static int accept_any(struct sdp_sock *s, int fd, struct sdp_listen *l,
+		      int flags, struct sdp_conn **c, struct sockaddr *sa,
+		      socklen_t *len)
+{
+	int nonblock = atomic_load(&s->nonblock), r;
+
+	if (l->tcp_fd < 0)
+		return sdp_listen_accept(l, nonblock, s->rcvtimeo_ms, c);
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		r = sdp_listen_accept(l, 1, 0, c);
+		if (r != -EAGAIN)
+			return r;
+		r = sdp_listen_accept_tcp(l, flags);
+		if (r >= 0) {
+			if (sa && len && sdp_real.getpeername(r, sa, len) < 0)
+				*len = 0;
+			return r;
+		}
+		if (r != -EAGAIN || nonblock)
+			return r;
+		/* The descriptor mirrors both queues. */
+		r = poll(&p, 1, s->rcvtimeo_ms ? s->rcvtimeo_ms : -1);
+		if (r < 0 && errno == EINTR)
+			return -EINTR;
+		if (r == 0)
+			return -EAGAIN;
+	}
+}
+
 static int do_accept(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 {
 	struct sdp_sock *s = sdp_fd_get(fd), *ns;
@@ -291,10 +344,10 @@ static int do_accept(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 		r = -EINVAL;
 		goto out;
 	}
-	r = sdp_listen_accept(l, atomic_load(&s->nonblock), s->rcvtimeo_ms, &c);
+	r = accept_any(s, fd, l, flags, &c, sa, len);
 	sdp_listen_put(l);
-	if (r < 0)
-		goto out;
+	if (r != 0)
+		goto out;	/* error, or a kernel TCP connection (r = fd) */
 	ns = sdp_sock_new(s->domain, flags, &err);
 	if (!ns) {
 		sdp_conn_close(c, 1);
@@ -333,6 +386,9 @@ SDP_EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 {
 	return sdp_ret(do_accept(fd, sa, len, flags));
 }
+
+static int switch_fallback(struct sdp_sock *s, int fd, const struct sockaddr *sa,
+			   socklen_t len, int err);
 
 /* Start an active open.  Called with s->lock held. */
 static int sock_connect_start(struct sdp_sock *s,
@@ -375,6 +431,11 @@ SDP_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		sdp_real_init();
 		return sdp_real.connect(fd, sa, len);
 	}
+	if (s->switched) {
+		r = sdp_switch_connect(s, fd, sa, len);
+		if (r != 1)
+			goto out;	/* the policy sent it to TCP */
+	}
 	r = sdp_sock_addr_in(s, sa, len, &a, &alen);
 	if (r < 0)
 		goto out;
@@ -402,12 +463,22 @@ SDP_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		}
 	}
 	pthread_mutex_unlock(&s->lock);
+	if (r < 0 && s->switched && s->shadow >= 0 && !c && r != -EALREADY &&
+	    r != -EISCONN && r != -EINVAL) {
+		r = switch_fallback(s, fd, sa, len, r);
+		goto out;
+	}
 	if (r < 0 || !c)
 		goto out;
 	if (atomic_load(&s->nonblock)) {
 		pthread_mutex_lock(&c->lock);
 		sdp_conn_progress_locked(c);
-		r = c->state == SDP_ST_ESTABLISHED ? 0 : -EINPROGRESS;
+		if (c->state == SDP_ST_ESTABLISHED)
+			r = 0;
+		else if (c->state == SDP_ST_RESET && s->switched)
+			r = c->err;	/* refused at once: maybe fall back */
+		else
+			r = -EINPROGRESS;
 		pthread_mutex_unlock(&c->lock);
 	} else {
 		r = sdp_conn_wait_connected(c, s->sndtimeo_ms ? s->sndtimeo_ms : -1);
@@ -415,9 +486,28 @@ SDP_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 			r = -EINPROGRESS;	/* as TCP with SO_SNDTIMEO */
 	}
 	sdp_conn_put(c);
+	if (r < 0 && r != -EINPROGRESS && r != -EINTR && s->switched &&
+	    s->shadow >= 0)
+		r = switch_fallback(s, fd, sa, len, r);
 out:
 	sdp_sock_put(s);
 	return sdp_ret(r);
+}
+
+/* The SDP attempt of a "both" socket failed: drop it, maybe go TCP. */
+static int switch_fallback(struct sdp_sock *s, int fd, const struct sockaddr *sa,
+			   socklen_t len, int err)
+{
+	struct sdp_conn *c;
+
+	pthread_mutex_lock(&s->lock);
+	c = s->conn;
+	s->conn = NULL;
+	s->kind = SDP_SK_NEW;
+	pthread_mutex_unlock(&s->lock);
+	if (c)
+		sdp_conn_close(c, 1);
+	return sdp_switch_fallback_connect(s, fd, sa, len, err);
 }
 
 SDP_EXPORT int shutdown(int fd, int how)

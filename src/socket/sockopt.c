@@ -193,6 +193,7 @@ SDP_EXPORT int setsockopt(int fd, int level, int name, const void *v,
 		sdp_real_init();
 		return sdp_real.setsockopt(fd, level, name, v, len);
 	}
+	sdp_switch_mirror_sockopt(s, level, name, v, len);
 	if (level == SOL_SOCKET || level == AF_INET_SDP)
 		r = set_sol_socket(s, name, v, len);
 	else if (level == IPPROTO_TCP)
@@ -230,7 +231,9 @@ static int get_sol_socket(struct sdp_sock *s, int name, void *v, socklen_t *len)
 {
 	switch (name) {
 	case SO_TYPE: return put_int(v, len, SOCK_STREAM);
-	case SO_DOMAIN: return put_int(v, len, s->domain);
+	case SO_DOMAIN:
+		/* A switched socket stays what the program asked for. */
+		return put_int(v, len, s->switched ? s->tcp_family : s->domain);
 	case SO_PROTOCOL: return put_int(v, len, IPPROTO_TCP);
 	case SO_ACCEPTCONN: return put_int(v, len, s->kind == SDP_SK_LISTEN);
 	case SO_ERROR: return put_int(v, len, take_so_error(s));
@@ -267,6 +270,21 @@ static int max_seg(struct sdp_sock *s)
 	return mss;
 }
 
+static int conn_transport(struct sdp_sock *s)
+{
+	const char *name = "";
+
+	pthread_mutex_lock(&s->lock);
+	if (s->kind == SDP_SK_CONN)
+		name = s->conn->caps.name;
+	pthread_mutex_unlock(&s->lock);
+	if (!strcmp(name, "verbs"))
+		return SDP_TRANSPORT_VERBS;
+	if (!strcmp(name, "loop"))
+		return SDP_TRANSPORT_LOOP;
+	return SDP_TRANSPORT_SHM;
+}
+
 static int get_tcp(struct sdp_sock *s, int name, void *v, socklen_t *len)
 {
 	switch (name) {
@@ -278,6 +296,7 @@ static int get_tcp(struct sdp_sock *s, int name, void *v, socklen_t *len)
 	case TCP_MAXSEG: return put_int(v, len, max_seg(s));
 	case SDP_ZCOPY_THRESH: return put_int(v, len, s->zcopy_thresh);
 	case SDP_LAST_BIND_ERR: return put_int(v, len, s->last_bind_err);
+	case SDP_CONN_TRANSPORT: return put_int(v, len, conn_transport(s));
 	default:
 		return -ENOPROTOOPT;
 	}
@@ -361,6 +380,7 @@ SDP_EXPORT int ioctl(int fd, unsigned long req, ...)
 			break;
 		}
 		atomic_store(&s->nonblock, !!*(int *)arg);
+		sdp_switch_mirror_nonblock(s, !!*(int *)arg);
 		r = sdp_real.ioctl(fd, req, arg) < 0 ? -errno : 0;
 		break;
 	case FIONREAD:	/* == SIOCINQ */
@@ -392,9 +412,11 @@ static int do_fcntl(int fd, int cmd, void *arg)
 		return sdp_real.fcntl(fd, cmd, arg);
 	r = sdp_real.fcntl(fd, cmd, arg);
 	if (r >= 0) {
-		if (cmd == F_SETFL)
+		if (cmd == F_SETFL) {
 			atomic_store(&s->nonblock,
 				     !!((long)arg & O_NONBLOCK));
+			sdp_switch_mirror_nonblock(s, !!((long)arg & O_NONBLOCK));
+		}
 		if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) &&
 		    sdp_fd_set(r, s) < 0) {
 			sdp_real.close(r);

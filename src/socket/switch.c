@@ -1,0 +1,398 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * switch.c — the socket switch: an unmodified program's AF_INET/AF_INET6 TCP
+ * sockets go over SDP where the policy (libsdp.conf) allows and the peer
+ * speaks SDP, and over kernel TCP otherwise, with no visible difference.
+ *
+ * At socket() the program-level verdict decides:
+ *   tcp  -> a plain kernel socket; the switch never sees it again;
+ *   sdp  -> an SDP socket only;
+ *   both -> an SDP socket plus a hidden kernel TCP socket (the shadow).
+ * The address-level verdict then decides at listen() and connect():
+ *   - a "both" listener accepts SDP and TCP clients on one port through one
+ *     descriptor (the shadow listens on TCP, the progress thread mirrors its
+ *     readiness into the descriptor);
+ *   - a "both" client tries SDP and, when the peer has no SDP listener (a
+ *     refusal, never a timeout), connects over TCP at once.
+ * Falling back replaces the application's descriptor with the shadow by
+ * dup3() onto the same number, so the program keeps its descriptor and from
+ * then on talks to the kernel directly.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/config.h"
+#include "engine/real.h"
+#include "policy/policy.h"
+#include "sdp/sdp.h"
+#include "socket/sock.h"
+
+static struct {
+	pthread_once_t once;
+	struct sdp_policy *policy;
+	char program[64];
+	int enabled;
+} SW = { .once = PTHREAD_ONCE_INIT };
+
+static void switch_init(void)
+{
+	const char *e = getenv("SDP_SWITCH");
+
+	sdp_config_init();
+	sdp_policy_program_name(SW.program, sizeof(SW.program));
+	SW.enabled = !(e && (!strcmp(e, "0") || !strcmp(e, "off")));
+	if (SW.enabled)
+		SW.policy = sdp_policy_load(NULL, stderr);
+	/* libsdp's simple mode: every TCP socket is SDP. */
+	if (getenv("SIMPLE_LIBSDP") || getenv("ALWAYS_USE_SDP")) {
+		sdp_policy_free(SW.policy);
+		SW.policy = sdp_policy_parse("use sdp all * *:*\n",
+					     "SIMPLE_LIBSDP", stderr);
+	}
+}
+
+/* Loaded by the dynamic linker: read the policy before main() may rename
+ * itself (argv[0]) and before any socket exists. */
+__attribute__((constructor)) static void switch_ctor(void)
+{
+	if (sdp_real_init() == 0)
+		pthread_once(&SW.once, switch_init);
+}
+
+static const struct sdp_policy *policy(void)
+{
+	pthread_once(&SW.once, switch_init);
+	return SW.policy;
+}
+
+static void log_decision(const char *what, enum sdp_policy_verdict v, int rule)
+{
+	char buf[160];
+
+	if (sdp_cfg.log_level < SDP_LOG_INFO)
+		return;
+	sdp_policy_describe(policy(), v, rule, buf, sizeof(buf));
+	sdp_log(SDP_LOG_INFO, "%s: %s", what, buf);
+}
+
+int sdp_switch_socket(int domain, int type, int protocol)
+{
+	int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+	enum sdp_policy_verdict v;
+	struct sdp_sock *s;
+	int rule, err = 0, fd, shadow = -1;
+
+	pthread_once(&SW.once, switch_init);
+	if (!SW.enabled || base != SOCK_STREAM ||
+	    (protocol != 0 && protocol != IPPROTO_TCP))
+		return sdp_real.socket(domain, type, protocol);
+	v = sdp_policy_program_verdict(SW.policy, SW.program, &rule);
+	log_decision("socket", v, rule);
+	if (v == SDP_POLICY_TCP)
+		return sdp_real.socket(domain, type, protocol);
+	if (v == SDP_POLICY_BOTH) {
+		shadow = sdp_real.socket(domain, SOCK_STREAM | SOCK_CLOEXEC,
+					 protocol);
+		if (shadow < 0)
+			return -1;
+	}
+	s = sdp_sock_new(domain == AF_INET6 ? AF_INET6_SDP : AF_INET_SDP,
+			 type & (SOCK_NONBLOCK | SOCK_CLOEXEC), &err);
+	if (!s) {
+		if (shadow >= 0)	/* SDP unavailable: plain TCP then */
+			sdp_real.close(shadow);
+		return sdp_real.socket(domain, type, protocol);
+	}
+	s->switched = 1;
+	s->shadow = shadow;
+	s->tcp_family = domain;
+	s->sock_type = type;
+	fd = s->ready.app_fd;
+	if (sdp_fd_set(fd, s) < 0) {
+		sdp_real.close(fd);
+		sdp_ready_release(&s->ready);
+		if (shadow >= 0)
+			sdp_real.close(shadow);
+		errno = EMFILE;
+		return -1;
+	}
+	return fd;
+}
+
+void sdp_switch_mirror_sockopt(struct sdp_sock *s, int level, int name,
+			       const void *v, socklen_t len)
+{
+	int saved = errno;
+
+	if (s->switched && s->shadow >= 0)
+		sdp_real.setsockopt(s->shadow, level, name, v, len);
+	errno = saved;
+}
+
+void sdp_switch_mirror_nonblock(struct sdp_sock *s, int on)
+{
+	int fl;
+
+	if (!s->switched || s->shadow < 0)
+		return;
+	fl = sdp_real.fcntl(s->shadow, F_GETFL);
+	if (fl >= 0)
+		sdp_real.fcntl(s->shadow, F_SETFL,
+			       on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK));
+}
+
+/*
+ * Fall back: make `fd` the kernel TCP socket.  Called with s->lock held on a
+ * socket with a shadow.  The descriptor number, its close-on-exec flag and
+ * its O_NONBLOCK are kept; the SDP side is released.
+ */
+static int become_tcp(struct sdp_sock *s, int fd, const char *why)
+{
+	int cloexec = sdp_real.fcntl(fd, F_GETFD);
+	struct sdp_sock *taken;
+
+	sdp_switch_mirror_nonblock(s, atomic_load(&s->nonblock));
+	if (sdp_real.dup3(s->shadow, fd, cloexec > 0 && (cloexec & FD_CLOEXEC) ?
+			  O_CLOEXEC : 0) < 0)
+		return -errno;
+	sdp_real.close(s->shadow);
+	s->shadow = -1;
+	sdp_log(SDP_LOG_INFO, "fd %d: over TCP: %s", fd, why);
+	/* The descriptor no longer names the SDP socket. */
+	taken = sdp_fd_take(fd);
+	if (s->bound) {
+		sdp_tp_default()->close_listener(s->bound);
+		s->bound = NULL;
+	}
+	sdp_ready_release(&s->ready);
+	s->kind = SDP_SK_NEW;
+	if (taken) {
+		atomic_fetch_sub(&taken->nfds, 1);
+		sdp_sock_put(taken);	/* the table's reference */
+	}
+	return 0;
+}
+
+/* The TCP address the shadow is bound to, for binding SDP to the same. */
+static int shadow_addr(struct sdp_sock *s, struct sockaddr_storage *ss,
+		       socklen_t *len)
+{
+	*len = sizeof(*ss);
+	return sdp_real.getsockname(s->shadow, (struct sockaddr *)ss, len) < 0 ?
+		-errno : 0;
+}
+
+static int sdp_bind_locked(struct sdp_sock *s, const struct sockaddr *sa,
+			   socklen_t len)
+{
+	struct sdp_listener *l = NULL;
+	int r;
+
+	r = sdp_tp_default()->bind(sa, len, &l);
+	s->last_bind_err = r;
+	if (r < 0)
+		return r;
+	s->bound = l;
+	s->local_len = sizeof(s->local);
+	sdp_tp_default()->bound_addr(l, &s->local, &s->local_len);
+	s->kind = SDP_SK_BOUND;
+	return 0;
+}
+
+int sdp_switch_bind(struct sdp_sock *s, int fd, const struct sockaddr *sa,
+		    socklen_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int r;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->kind != SDP_SK_NEW) {
+		r = -EINVAL;
+		goto out;
+	}
+	if (s->shadow < 0) {	/* "sdp": no TCP side */
+		struct sockaddr_storage a;
+		socklen_t alen;
+
+		r = sdp_sock_addr_in(s, sa, len, &a, &alen);
+		if (r == 0)
+			r = sdp_bind_locked(s, (struct sockaddr *)&a, alen);
+		goto out;
+	}
+	/* "both": the TCP bind decides (errors as TCP's); SDP takes the same
+	 * port, or the socket stays TCP-only. */
+	if (sdp_real.bind(s->shadow, sa, len) < 0) {
+		r = -errno;
+		goto out;
+	}
+	r = shadow_addr(s, &ss, &sl);
+	if (r == 0)
+		r = sdp_bind_locked(s, (struct sockaddr *)&ss, sl);
+	if (r < 0) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "SDP port unavailable (%s)",
+			 strerror(-r));
+		r = become_tcp(s, fd, why);
+	}
+out:
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+static void local_addr(struct sdp_sock *s, struct sockaddr_storage *ss,
+		       socklen_t *len)
+{
+	if (s->kind == SDP_SK_BOUND) {
+		*ss = s->local;
+		*len = s->local_len;
+		return;
+	}
+	memset(ss, 0, sizeof(*ss));
+	ss->ss_family = (sa_family_t)s->tcp_family;
+	*len = s->tcp_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+					   sizeof(struct sockaddr_in);
+}
+
+/* Bind an unbound "both" socket to a free port on both sides, as listen()
+ * and TCP's autobind do. */
+static int autobind_locked(struct sdp_sock *s, int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int r;
+
+	local_addr(s, &ss, &sl);
+	pthread_mutex_unlock(&s->lock);
+	r = sdp_switch_bind(s, fd, (struct sockaddr *)&ss, sl);
+	pthread_mutex_lock(&s->lock);
+	return r;
+}
+
+int sdp_switch_listen(struct sdp_sock *s, int fd, int backlog)
+{
+	struct sockaddr_storage ss;
+	enum sdp_policy_verdict v;
+	socklen_t sl;
+	int r = 0, rule;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->kind == SDP_SK_LISTEN) {
+		sdp_listen_set_backlog(s->lsn, backlog);
+		if (s->lsn->tcp_fd >= 0)
+			sdp_real.listen(s->lsn->tcp_fd, backlog);
+		goto out;
+	}
+	if (s->kind == SDP_SK_NEW && s->shadow >= 0) {
+		r = autobind_locked(s, fd);
+		if (r < 0 || s->kind != SDP_SK_BOUND)
+			goto tcp_listen;	/* fell back while binding */
+	}
+	local_addr(s, &ss, &sl);
+	v = sdp_policy_match(policy(), SDP_ROLE_SERVER, SW.program,
+			     (struct sockaddr *)&ss, &rule);
+	log_decision("listen", v, rule);
+	if (v == SDP_POLICY_TCP && s->shadow >= 0) {
+		r = become_tcp(s, fd, "policy: tcp for this address");
+		if (r == 0)
+			goto tcp_listen;
+		goto out;
+	}
+	if (s->kind == SDP_SK_NEW) {
+		pthread_mutex_unlock(&s->lock);
+		return -EAGAIN;	/* socket.c's plain SDP path binds and listens */
+	}
+	sdp_ready_set(&s->ready, 0);
+	r = sdp_listen_create(s->bound, backlog, &s->ready, &s->lsn);
+	if (r < 0)
+		goto out;
+	s->bound = NULL;
+	s->kind = SDP_SK_LISTEN;
+	if (v == SDP_POLICY_BOTH && s->shadow >= 0) {
+		if (sdp_real.listen(s->shadow, backlog) < 0) {
+			r = -errno;
+			goto out;
+		}
+		/* The listener owns the TCP side from now on. */
+		r = sdp_listen_add_tcp(s->lsn, s->shadow);
+		if (r == 0)
+			s->shadow = -1;
+	} else if (s->shadow >= 0) {
+		sdp_real.close(s->shadow);	/* "sdp": SDP only */
+		s->shadow = -1;
+	}
+out:
+	pthread_mutex_unlock(&s->lock);
+	return r;
+tcp_listen:
+	pthread_mutex_unlock(&s->lock);
+	if (r < 0)
+		return r;
+	return sdp_real.listen(fd, backlog) < 0 ? -errno : 0;
+}
+
+/* The peer has no SDP listener (or cannot be reached over SDP). */
+static int refused(int r)
+{
+	return r == -ECONNREFUSED || r == -ENETUNREACH || r == -EHOSTUNREACH ||
+	       r == -EADDRNOTAVAIL || r == -ENOENT;
+}
+
+/*
+ * connect() on a switched socket.  Returns 1 when the caller should run the
+ * ordinary SDP connect, 0/-errno when the switch handled it (TCP).
+ */
+int sdp_switch_connect(struct sdp_sock *s, int fd, const struct sockaddr *sa,
+		       socklen_t len)
+{
+	enum sdp_policy_verdict v;
+	int rule, r;
+
+	if (!sa || len < sizeof(sa_family_t))
+		return 1;
+	v = sdp_policy_match(policy(), SDP_ROLE_CLIENT, SW.program, sa, &rule);
+	log_decision("connect", v, rule);
+	if (v != SDP_POLICY_TCP || s->shadow < 0)
+		return 1;
+	pthread_mutex_lock(&s->lock);
+	r = become_tcp(s, fd, "policy: tcp for this destination");
+	pthread_mutex_unlock(&s->lock);
+	if (r < 0)
+		return r;
+	return sdp_real.connect(fd, sa, len) < 0 ? -errno : 0;
+}
+
+/* Called by socket.c when the SDP connect of a "both" socket failed. */
+int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
+				const struct sockaddr *sa, socklen_t len,
+				int sdp_err)
+{
+	char why[96];
+	int r;
+
+	if (!s->switched || s->shadow < 0 || !refused(sdp_err))
+		return sdp_err;
+	snprintf(why, sizeof(why), "no SDP listener at the peer (%s)",
+		 strerror(-sdp_err));
+	pthread_mutex_lock(&s->lock);
+	r = become_tcp(s, fd, why);
+	pthread_mutex_unlock(&s->lock);
+	if (r < 0)
+		return r;
+	return sdp_real.connect(fd, sa, len) < 0 ? -errno : 0;
+}
+
+void sdp_switch_release(struct sdp_sock *s)
+{
+	if (s->shadow >= 0) {
+		sdp_real.close(s->shadow);
+		s->shadow = -1;
+	}
+}
