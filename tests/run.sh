@@ -180,12 +180,10 @@ itest() { # NAME TIMEOUT PROGRAM ARGS...
 	run_test "$name" "$tmo" itest "$T/$prog" "$@"
 }
 
-# A connection inherited across fork() and used by the child is issue #3's
-# fork work: excluded over SDP until it lands (it runs over TCP).
-SEM_SKIP=()
-[ "$FAMILY" = sdp ] && SEM_SKIP=(--skip '^fork_inherit_connected$')
-itest "itest/semantics" 120 sdp_semantics --family "$FAM4" "${SEM_SKIP[@]}"
-itest "itest/semantics6" 120 sdp_semantics --family "$FAM6" "${SEM_SKIP[@]}"
+itest "itest/fork" 60 sdp_fork --family "$FAM4"
+itest "itest/fork6" 60 sdp_fork --family "$FAM6"
+itest "itest/semantics" 120 sdp_semantics --family "$FAM4"
+itest "itest/semantics6" 120 sdp_semantics --family "$FAM6"
 itest "itest/stream-blocking-${SDP_TEST_STREAM_BYTES}" 180 sdp_stream --family "$FAM4" --mode blocking
 itest "itest/stream-epoll-${SDP_TEST_STREAM_BYTES}" 180 sdp_stream --family "$FAM4" --mode epoll
 itest "itest/stream-epoll-edge-$MED" 120 sdp_stream --family "$FAM4" --mode epoll --edge --bytes "$MED" --seed 2
@@ -199,6 +197,7 @@ itest "itest/abort" 60 sdp_abort --family "$FAM4"
 itest "itest/kill" 60 sdp_kill --family "$FAM4"
 itest "itest/kill6" 60 sdp_kill --family "$FAM6"
 itest "itest/many-1000" 120 sdp_many --family "$FAM4" --conns 1000
+itest "itest/sdpstat" 60 sdp_stat --family "$FAM4"
 
 T_END=$(date +%s)
 TOTAL=$((NPASS + NFAIL + NSKIP))

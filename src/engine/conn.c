@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "engine/config.h"
+#include "engine/owner.h"
 #include "engine/progress.h"
 #include "engine/stats_shm.h"
 
@@ -107,9 +108,50 @@ int sdp_conn_alloc(struct sdp_conn **out)
 	c->sndbuf = sdp_cfg.sndbuf;
 	c->rcvbuf = sdp_cfg.rcvbuf;
 	c->tx_next_mseq = 1;
+	c->owner_slot = sdp_owner_alloc();
 	sdp_stat_conn_attach(c);	/* sdpstat record */
 	*out = c;
 	return 0;
+}
+
+static pthread_mutex_t adopt_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int sdp_conn_claim(struct sdp_conn *c)
+{
+	int r;
+
+	if (sdp_owner_is_me(c->owner_slot))
+		return 0;
+	pthread_mutex_lock(&adopt_lock);
+	r = sdp_owner_claim(c->owner_slot);
+	if (r == 1) {
+		/* Taken over from a process that released it (or died): our
+		 * copy of the state is the live one now.  The lock may have
+		 * been copied held; no thread here used it. */
+		pthread_mutex_init(&c->lock, NULL);
+		if (c->registered)	/* the old process's epoll reference */
+			atomic_fetch_sub(&c->refs, 1);
+		if (c->in_timer)
+			atomic_fetch_sub(&c->refs, 1);
+		c->registered = 0;
+		c->in_timer = 0;
+		c->next = c->prev = c->timer_next = NULL;
+		r = c->qp ? sdp_progress_add_conn(c) : 0;
+	}
+	pthread_mutex_unlock(&adopt_lock);
+	return r < 0 ? r : 0;
+}
+
+void sdp_conn_detach(struct sdp_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->ready = NULL;
+	c->detached = 1;
+	sdp_owner_release(c->owner_slot);
+	if (c->registered)
+		sdp_progress_arm_timer(c);	/* the thread lets it go */
+	pthread_mutex_unlock(&c->lock);
+	sdp_conn_put(c);
 }
 
 void sdp_conn_get(struct sdp_conn *c)
@@ -120,8 +162,14 @@ void sdp_conn_get(struct sdp_conn *c)
 static void conn_free(struct sdp_conn *c)
 {
 	sdp_stat_conn_detach(c);	/* sdpstat record */
-	if (c->qp)
+	if (c->qp && c->detached)
+		/* Providers without fork sharing destroy instead. */
+		(SDP_TP(c->qp)->detach_qp ? SDP_TP(c->qp)->detach_qp :
+		 SDP_TP(c->qp)->destroy_qp)(c->qp);
+	else if (c->qp)
 		SDP_TP(c->qp)->destroy_qp(c->qp);
+	if (!c->detached)
+		sdp_owner_free(c->owner_slot);
 	free(c->rxq);
 	free(c->txq);
 	pthread_mutex_destroy(&c->lock);
@@ -520,7 +568,10 @@ int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms)
 
 int sdp_conn_shutdown(struct sdp_conn *c, int how)
 {
-	int r = 0;
+	int r = sdp_conn_claim(c);
+
+	if (r < 0)
+		return r;
 
 	pthread_mutex_lock(&c->lock);
 	if (c->state == SDP_ST_CLOSED || c->state == SDP_ST_CONNECTING) {

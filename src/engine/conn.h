@@ -104,6 +104,7 @@ struct sdp_zc_rx {
 	uint64_t vaddr;
 	uint32_t len;			/* advertised bytes (inline included) */
 	uint32_t off;			/* bytes of it consumed (inline + read) */
+	uint64_t decline_ns;		/* no reader came by then: decline */
 };
 
 struct sdp_conn {
@@ -161,6 +162,8 @@ struct sdp_conn {
 	unsigned abort_sent:1;
 
 	/* ---- life ---- */
+	int owner_slot;			/* fork ownership word (owner.h) */
+	unsigned detached:1;		/* another process took it over */
 	unsigned orphan:1;		/* application closed it */
 	unsigned registered:1;		/* in the progress thread's epoll */
 	unsigned dead:1;		/* queued for freeing */
@@ -213,6 +216,14 @@ void sdp_conn_get(struct sdp_conn *c);
  * the close completes or times out. */
 void sdp_conn_close(struct sdp_conn *c, int abort);
 int sdp_conn_shutdown(struct sdp_conn *c, int how);
+
+/* fork(): make sure this process drives `c` (adopting it if its owner
+ * released it or died).  0, or -EBADFD if another live process uses it. */
+int sdp_conn_claim(struct sdp_conn *c);
+/* The application closed its descriptor here but another process still
+ * holds one: give the connection up without ending it.  Drops the
+ * caller's reference. */
+void sdp_conn_detach(struct sdp_conn *c);
 
 /* Wait until connected (blocking connect).  timeout_ms < 0: forever. */
 int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms);

@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -30,6 +31,8 @@
 #include "engine/config.h"
 #include "engine/conn.h"
 #include "engine/listener.h"
+#include "engine/real.h"
+#include "engine/owner.h"
 #include "engine/stats_shm.h"	/* sdpstat */
 
 #define TAG_LISTENER 0x1ul
@@ -305,6 +308,12 @@ static int service_conn(struct sdp_conn *c, uint64_t now)
 		pthread_mutex_unlock(&c->lock);
 		return 0;
 	}
+	if (c->detached || !sdp_owner_is_me(c->owner_slot)) {
+		/* Another process drives it now. */
+		unregister_conn_locked(c);
+		pthread_mutex_unlock(&c->lock);
+		return 1;
+	}
 	SDP_TP(c->qp)->ack_events(c->qp);
 	do {
 		sdp_conn_progress_locked(c);
@@ -459,10 +468,33 @@ void sdp_progress_foreach(void (*cb)(struct sdp_conn *c, void *arg), void *arg)
  * instead of a reset.  Bounded: a peer that grants no credit cannot hold
  * the exit for more than about a second.
  */
+/* Exiting while a fork() child still holds the descriptor (daemonizing):
+ * leave the connection to it, as the kernel does with a TCP socket. */
+static int handed_to_other_process(struct sdp_conn *c)
+{
+	struct pollfd p;
+
+	if (!c->ready || c->ready->lib_fd < 0 || c->detached)
+		return c->detached;
+	sdp_real.close(c->ready->app_fd);	/* ours goes anyway at exit */
+	p.fd = c->ready->lib_fd;
+	p.events = POLLRDHUP;
+	if (poll(&p, 1, 0) < 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+		return 0;
+	c->ready = NULL;
+	c->detached = 1;
+	sdp_owner_release(c->owner_slot);
+	return 1;
+}
+
 static void flush_one(struct sdp_conn *c, void *arg)
 {
 	(void)arg;
 	pthread_mutex_lock(&c->lock);
+	if (handed_to_other_process(c)) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
 	if (!c->wr_shut && (c->state == SDP_ST_ESTABLISHED ||
 			    c->state == SDP_ST_CLOSE_WAIT))
 		c->wr_shut = 1;
@@ -480,7 +512,8 @@ static void count_pending(struct sdp_conn *c, void *arg)
 	struct pending_arg *a = arg;
 
 	pthread_mutex_lock(&c->lock);
-	if (c->state != SDP_ST_RESET && (c->txq_len || !c->disconn_sent))
+	if (!c->detached && c->state != SDP_ST_RESET &&
+	    (c->txq_len || !c->disconn_sent))
 		a->pending++;
 	pthread_mutex_unlock(&c->lock);
 }

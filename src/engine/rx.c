@@ -223,6 +223,9 @@ int sdp_rx_handle_wc_locked(struct sdp_conn *c, const struct sdp_wc *wc)
 			c->state = SDP_ST_TIME_WAIT;
 			return 0;
 		}
+		/* Gone without DisConn (killed, _exit, link down): unlike a
+		 * TCP FIN from a dying process, we cannot know whether it had
+		 * data still queued, so the reader is told: ECONNRESET. */
 		sdp_conn_reset_locked(c, -ECONNRESET,
 				      wc->status == SDP_WC_WR_FLUSH_ERR ?
 				      SDP_REASON_PEER_GONE : SDP_REASON_TRANSPORT);
@@ -502,7 +505,8 @@ wait:
 	if (!peek && copied)
 		sdp_rx_maybe_credit_update_locked(c);
 out:
-	c->zc_readers--;
+	if (--c->zc_readers == 0 && c->zc_rx.active)
+		sdp_zcopy_readers_gone_locked(c);
 	sdp_conn_update_ready_locked(c);
 	pthread_mutex_unlock(&c->lock);
 	return ret;

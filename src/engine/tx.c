@@ -324,7 +324,8 @@ static size_t iov_total(const struct iovec *iov, int iovcnt)
  * One ZCopy step of a blocking send (annex 5.3/5.4).  Returns 1 after an
  * advertisement ended (*sent advanced; *zc_ok cleared if the sink declined:
  * the rest of this send goes by BCopy), 0 to use BCopy now (*zc_ok cleared)
- * or to wait for the send queue to drain (*zc_ok still set), 2 to return
+ * or to wait for credits (*zc_ok still set), 3 to queue by BCopy this round
+ * (data is queued already; ZCopy is tried again once it drained), 2 to return
  * *sent now (cancelled by a signal or the send timeout), -errno to return
  * that (the same with nothing sent).
  */
@@ -341,11 +342,11 @@ static int tx_zcopy(struct sdp_conn *c, const struct iovec *iov, size_t *sent,
 		*zc_ok = 0;
 		return 0;
 	}
-	if (c->txq_len || c->zc_tx.active ||
-	    c->tx_credits < SDP_DATA_MIN_CREDITS || !tx_can_send_data(c)) {
-		sdp_tx_flush_locked(c, 1);
-		return 0;	/* wait: BCopy data queued before must go first */
-	}
+	if (c->txq_len)
+		return 3;	/* a BCopy backlog: queue behind it this round */
+	if (c->zc_tx.active || c->tx_credits < SDP_DATA_MIN_CREDITS ||
+	    !tx_can_send_data(c))
+		return 0;	/* wait: another advertisement, or credits */
 	n = sdp_zcopy_send_locked(c, (const uint8_t *)iov[0].iov_base + *sent,
 				  total - *sent, deadline, &end, &serr);
 	if (n < 0) {
@@ -408,8 +409,8 @@ ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 					ret = sent ? (ssize_t)sent : r;
 					goto out;
 				}
-				if (zc_ok)
-					goto wait;	/* queue must drain first */
+				if (r == 0 && zc_ok)
+					goto wait;	/* for credits */
 			}
 			if (!oob && c->txq_len == 0 && c->caps.max_inline >=
 			    c->peer_rcv_sz)

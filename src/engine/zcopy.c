@@ -16,16 +16,18 @@
  *
  * Sink: the SrcAvail's inline bytes are queued as ordinary stream data; the
  * advertised remainder follows them in the stream.  When a recv() reaches it
- * with room for at least min(threshold, remaining) bytes, the remainder is
+ * with a buffer of at least min(threshold, remaining) bytes, the remainder is
  * RDMA-read straight into the application's buffer (registered LOCAL_WRITE
  * for that read only) and reported with RdmaRdCompl.  Otherwise (small
- * buffer, MSG_PEEK, ZCopy off, our own SrcAvail outstanding, closed socket)
+ * buffer, MSG_PEEK, ZCopy off, no reader within the hold time, closed socket)
  * the sink declines with SendSm and the source sends the rest by BCopy: the
  * private receive buffers belong to the peer's SENDs, so there is nowhere
  * else to read into.
  *
- * Both sides advertising at once: each sink declines the crossing SrcAvail
- * while its own is outstanding, so both fall back to BCopy (no deadlock).
+ * Both sides advertising at once: a sink with its own SrcAvail outstanding
+ * and no recv() in progress declines the crossing one at once, so both fall
+ * back to BCopy (no deadlock); a sink with a recv() in progress reads it.
+ * A SrcAvail no recv() is reading is held SDP_ZC_HOLD_MS, then declined.
  */
 #include "engine/zcopy.h"
 
@@ -34,6 +36,7 @@
 
 #include "engine/config.h"
 #include "engine/conn.h"
+#include "engine/progress.h"
 
 atomic_long sdp_zcopy_live_mrs;
 
@@ -103,10 +106,34 @@ static void zc_decline_noflush(struct sdp_conn *c)
 	c->stats.zc_rx_declined++;
 }
 
+/* An advertisement no recv() is reading: decline it once its hold time
+ * is over; until then keep a progress timer for that moment (the Nagle
+ * deadline, which only makes held small data go out a little early). */
+static void zc_check_hold(struct sdp_conn *c)
+{
+	struct sdp_zc_rx *zr = &c->zc_rx;
+
+	if (c->orphan || sdp_now_ns() >= zr->decline_ns) {
+		zc_decline_noflush(c);
+		return;
+	}
+	if (!c->nagle_deadline_ns || c->nagle_deadline_ns > zr->decline_ns) {
+		c->nagle_deadline_ns = zr->decline_ns;
+		sdp_progress_arm_timer(c);
+	}
+}
+
+void sdp_zcopy_readers_gone_locked(struct sdp_conn *c)
+{
+	c->zc_rx.decline_ns = sdp_now_ns() + SDP_ZC_HOLD_MS * 1000000ull;
+	zc_check_hold(c);
+}
+
 void sdp_zcopy_flush_ctl_locked(struct sdp_conn *c)
 {
-	if (c->zc_rx.active && c->orphan && !c->zc_rx.reading)
-		zc_decline_noflush(c);	/* nobody will ever read it */
+	if (c->zc_rx.active && !c->zc_rx.reading &&
+	    (c->orphan || !c->zc_readers))
+		zc_check_hold(c);
 	/* RdmaRdCompl before SendSm (annex 5.4). */
 	if (c->zc_pend_rdcompl) {
 		if (!zc_can_post(c) ||
@@ -332,9 +359,20 @@ void sdp_zcopy_rx_advert_locked(struct sdp_conn *c, const struct sdp_msg *m)
 	zr->off = m->payload_len;
 	c->stats.zc_rx_adverts++;
 	c->rx_pulse = 1;
+	/* Decline (flushed by the progress step) when ZCopy is off here
+	 * and when our own SrcAvail is outstanding with no recv() of ours in
+	 * progress (both sides blocked advertising at once: each declines
+	 * the other's, both fall back to BCopy; with a reader in progress
+	 * each side's reader reads the other's, nothing waits).  With
+	 * no recv() in progress, hold it SDP_ZC_HOLD_MS for the next one:
+	 * the application may not read for a long time, and the source must
+	 * not stay blocked on us. */
 	if (!sdp_zcopy_thresh_locked(c) || !c->caps.rdma || c->rd_shut ||
-	    c->orphan || (c->zc_tx.active && !c->zc_tx.ended))
-		zc_decline_noflush(c);	/* flushed by the progress step */
+	    c->orphan ||
+	    (c->zc_tx.active && !c->zc_tx.ended && !c->zc_readers))
+		zc_decline_noflush(c);
+	else if (!c->zc_readers)
+		sdp_zcopy_readers_gone_locked(c);
 }
 
 int sdp_zcopy_rx_src_cancel_locked(struct sdp_conn *c, const struct sdp_msg *m)
@@ -436,8 +474,9 @@ ssize_t sdp_zcopy_read_locked(struct sdp_conn *c, const struct iovec *iov,
 	if (!zr->active || zr->reading || c->rx_bytes)
 		return 0;
 	rem = zr->len - zr->off;
+	/* The whole recv() buffer counts (skip: filled by queued bytes). */
 	if (peek || !thresh || c->rd_shut ||
-	    want < (thresh < rem ? thresh : rem)) {
+	    skip + want < (thresh < rem ? thresh : rem)) {
 		sdp_zcopy_decline_locked(c);
 		return 0;
 	}

@@ -28,6 +28,9 @@
 #define SDP_ZC_MAX_ADVERT (16u << 20)
 /* Largest single RDMA READ the sink posts. */
 #define SDP_ZC_MAX_READ (4u << 20)
+/* How long a sink holds a SrcAvail that no recv() is reading yet before it
+ * declines it (the application is usually between two recv calls). */
+#define SDP_ZC_HOLD_MS 5u
 /* How long a cancelled advertisement may stay unacknowledged before the
  * connection is reset (OFED SDP_SRCAVAIL_CANCEL_TIMEOUT). */
 #define SDP_ZC_CANCEL_TIMEOUT_MS 60000u
@@ -93,6 +96,8 @@ static inline uint32_t sdp_zcopy_rx_pending(const struct sdp_conn *c)
  * (0 = declined), or -errno (the connection was reset). */
 ssize_t sdp_zcopy_read_locked(struct sdp_conn *c, const struct iovec *iov,
 			      int iovcnt, size_t skip, size_t want, int peek);
+/* The last recv() left with the peer's advertisement still unread. */
+void sdp_zcopy_readers_gone_locked(struct sdp_conn *c);
 /* Give up the peer's advertisement: report what was read, SendSm. */
 void sdp_zcopy_decline_locked(struct sdp_conn *c);
 
@@ -103,7 +108,7 @@ static inline int sdp_zcopy_ctl_pending(const struct sdp_conn *c)
 {
 	return c->zc_pend_rdcompl | c->zc_pend_sendsm |
 	       (c->zc_tx.cancel_want & !c->zc_tx.cancel_sent) |
-	       (c->zc_rx.active & c->orphan);
+	       (c->zc_rx.active & (c->orphan | !c->zc_readers));
 }
 
 #endif /* SDP_ZCOPY_H */

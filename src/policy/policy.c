@@ -161,13 +161,10 @@ int sdp_policy_glob_match(const char *pat, const char *name)
 			next = pat + 1;
 			break;
 		case '\\':
-			if (pat[1]) {
-				hit = pat[1] == *name;
-				next = pat + 2;
-				break;
-			}
-			/* a trailing backslash is literal */
-			__attribute__((fallthrough));
+			/* A trailing backslash matches nothing (glibc). */
+			hit = pat[1] && pat[1] == *name;
+			next = pat + 2;
+			break;
 		default:
 			hit = *pat && *pat == *name;
 			next = pat + 1;

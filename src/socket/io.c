@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,9 @@
 
 #include "engine/real.h"
 #include "socket/sock.h"
+
+/* conn_of() result: another process uses the connection (fork). */
+#define ERR_PTR_BADFD ((struct sdp_conn *)(intptr_t)-1)
 
 /* Hold both the socket and its connection for the duration of a call. */
 static struct sdp_conn *conn_of(struct sdp_sock *s)
@@ -26,6 +30,11 @@ static struct sdp_conn *conn_of(struct sdp_sock *s)
 		sdp_conn_get(c);
 	}
 	pthread_mutex_unlock(&s->lock);
+	if (c && sdp_conn_claim(c) < 0) {
+		/* Another live process uses this connection (fork). */
+		sdp_conn_put(c);
+		return ERR_PTR_BADFD;
+	}
 	return c;
 }
 
@@ -35,6 +44,8 @@ static ssize_t sock_send(struct sdp_sock *s, const struct iovec *iov, int cnt,
 	struct sdp_conn *c = conn_of(s);
 	ssize_t r;
 
+	if (c == ERR_PTR_BADFD)
+		return -EBADFD;
 	if (!c) {
 		r = -EPIPE;	/* as Linux TCP: never connected -> EPIPE */
 		goto out;
@@ -55,6 +66,8 @@ static ssize_t sock_recv(struct sdp_sock *s, const struct iovec *iov, int cnt,
 	struct sdp_conn *c = conn_of(s);
 	ssize_t r;
 
+	if (c == ERR_PTR_BADFD)
+		return -EBADFD;
 	if (!c)
 		return -ENOTCONN;
 	r = sdp_conn_recv(c, iov, cnt, flags,

@@ -67,10 +67,28 @@ void sdp_sock_put(struct sdp_sock *s)
 	}
 }
 
+/*
+ * After fork() another process may still hold the descriptor: then closing
+ * it here must not end the connection (as with TCP, where the kernel socket
+ * lives until its last descriptor closes).  The application's end of the
+ * socketpair tells: our end sees a hang-up only once every copy is closed.
+ */
+static int others_hold(const struct sdp_sock *s)
+{
+	struct pollfd p = { .fd = s->ready.lib_fd, .events = POLLRDHUP };
+
+	if (p.fd < 0 || poll(&p, 1, 0) < 0)
+		return 0;
+	return !(p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 void sdp_sock_release(struct sdp_sock *s)
 {
 	pthread_mutex_lock(&s->lock);
-	if (s->conn) {
+	if (s->conn && others_hold(s)) {
+		sdp_conn_detach(s->conn);	/* drops our reference */
+		s->conn = NULL;
+	} else if (s->conn) {
 		int abort = s->linger.l_onoff && s->linger.l_linger == 0;
 
 		sdp_conn_close(s->conn, abort);	/* drops our reference */

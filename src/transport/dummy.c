@@ -165,6 +165,8 @@ static void dummy_ack_events(struct sdp_qp *qp)
 
 void sdp_transport_fill_defaults(struct sdp_transport_ops *ops)
 {
+	if (!ops->detach_qp)
+		ops->detach_qp = ops->destroy_qp;
 	FILL(bind);
 	FILL(bound_addr);
 	FILL(listen);

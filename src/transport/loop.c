@@ -1267,6 +1267,7 @@ static const struct sdp_transport_ops loop_ops = {
 	.query_caps = loop_query_caps,
 	.disconnect = loop_disconnect,
 	.destroy_qp = loop_destroy_qp,
+	.detach_qp = loop_destroy_qp,	/* in-process: nothing to share */
 	.recv_region = loop_recv_region,
 	.reg_mr = loop_reg_mr,
 	.dereg_mr = loop_dereg_mr,

@@ -234,11 +234,25 @@ static int shm_disconnect(struct sdp_qp *sq)
 	return 0;
 }
 
+static void shm_release_qp(struct shm_qp *qp);
+
 static void shm_destroy_qp(struct sdp_qp *sq)
 {
 	struct shm_qp *qp = SHM_QP(sq);
 
 	sdp__shm_set_error(qp);
+	shm_release_qp(qp);
+}
+
+/* Another process inherited the QP: drop our mappings and descriptors but
+ * signal nothing to the peer (its copies keep the connection alive). */
+static void shm_detach_qp(struct sdp_qp *sq)
+{
+	shm_release_qp(SHM_QP(sq));
+}
+
+static void shm_release_qp(struct shm_qp *qp)
+{
 	for (int i = 0; i < SHM_MAX_MR; i++)
 		free(qp->mrs[i]);
 	sdp__shm_seg_unmap(&qp->peer);
@@ -526,6 +540,7 @@ const struct sdp_transport_ops sdp__shm_ops = {
 	.query_caps = shm_query_caps,
 	.disconnect = shm_disconnect,
 	.destroy_qp = shm_destroy_qp,
+	.detach_qp = shm_detach_qp,
 	.recv_region = shm_recv_region,
 	.reg_mr = sdp__shm_reg_mr,
 	.dereg_mr = sdp__shm_dereg_mr,

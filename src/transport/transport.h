@@ -218,6 +218,11 @@ struct sdp_transport_ops {
 	 * was delivered.  destroy_qp implies disconnect. */
 	int (*disconnect)(struct sdp_qp *qp);
 	void (*destroy_qp)(struct sdp_qp *qp);
+	/* Release this process's handle on the QP WITHOUT disconnecting it:
+	 * another process (a fork() child) inherited the connection and goes
+	 * on using it.  Providers that cannot share a QP across fork leave
+	 * this NULL and get destroy_qp (the connection then ends). */
+	void (*detach_qp)(struct sdp_qp *qp);
 
 	/* Memory. */
 	struct sdp_mr *(*recv_region)(struct sdp_qp *qp);

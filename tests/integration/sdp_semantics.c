@@ -1527,7 +1527,13 @@ static int t_fork_inherit(void)
 	waitpid(pid, &st, 0);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child failed (status 0x%x)", st);
 	ssize_t n = recv(s, buf, 1, 0);
-	CHECK(n == 0, "no EOF after the child exited (%zd)", n);
+	/* TCP gives EOF (the kernel FINs for the dead child).  Over SDP a
+	 * peer that vanishes without closing (_exit skips libsdp's exit
+	 * flush) is reported as ECONNRESET: whether it had unsent data
+	 * cannot be known, so the reader is told (docs/DESIGN.md). */
+	CHECK(n == 0 || (n < 0 && errno == ECONNRESET && g_domain != AF_INET &&
+			 g_domain != AF_INET6),
+	      "no EOF after the child exited (%zd)", n);
 	close(s);
 	return 0;
 }

@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * verbs.h — internals of the "verbs" transport (rdma-core: libibverbs +
+ * librdmacm; InfiniBand, RoCE, iWARP, soft-RoCE).
+ *
+ * Shape:
+ *  - One process-wide CM event channel.  One completion channel, one PD and
+ *    one shared CQ per device, created on first use; every QP of the device
+ *    uses that CQ for sends and receives (no CQ per connection).
+ *  - One internal event thread sleeps in epoll on the CM channel and on every
+ *    device's completion channel.  It runs the CM state machine (resolve
+ *    address -> route -> create QP -> connect; requests -> listener queues)
+ *    and drains the shared CQ when it fires.
+ *  - Whoever drains a shared CQ (that thread or any poll_cq caller) moves each
+ *    completion into its QP's private software CQ (the hardware wr_id names
+ *    the QP: table slot + generation), then bumps the QP's event sequence
+ *    word, wakes futex waiters, and writes the QP's eventfd if it was armed.
+ *  - The engine posts every SEND "inline" from unregistered memory.  Data that
+ *    fits the device's max_inline_data goes with IBV_SEND_INLINE; anything
+ *    larger is copied into a per-QP registered send ring (freed in order as
+ *    send completions come back, all sends being signalled in hardware).
+ *
+ * Files: verbs_dev.c (global state, devices, event thread, CQ dispatch,
+ * waiting), verbs_cm.c (port space and connection management),
+ * verbs_qp.c (QP life cycle, data path, memory registration).
+ */
+#ifndef SDP_TRANSPORT_VERBS_H
+#define SDP_TRANSPORT_VERBS_H
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <rdma/rdma_cma.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "transport/transport.h"
+
+#define VB_CQ_INIT	4096		/* shared CQ entries at creation */
+#define VB_RESOLVE_MS	2000		/* rdma_resolve_addr / _route */
+#define VB_RETRY_COUNT	5		/* transport retries (OFED default) */
+#define VB_RD_ATOM	4		/* RDMA READs in flight (OFED: 4) */
+#define VB_HELLO_WIRE	32		/* Hello bytes carried in the REQ */
+#define VB_HELLO_SIZE	92		/* the whole Hello (BSDH + HH) */
+#define VB_MAX_EVENTS	4		/* queued CM events per QP */
+#define VB_SEND_WAIT_MS	2000		/* post_send waiting for SQ room */
+
+/* Hardware wr_id: | slot:20 | gen:12 | recv:1 | index:31 | */
+#define VB_WRID(slot, gen, recv, idx) \
+	(((uint64_t)(slot) << 44) | ((uint64_t)((gen) & 0xfff) << 32) | \
+	 ((uint64_t)(recv) << 31) | ((idx) & 0x7fffffffu))
+#define VB_WRID_SLOT(w)	((uint32_t)((w) >> 44))
+#define VB_WRID_GEN(w)	((uint32_t)(((w) >> 32) & 0xfff))
+#define VB_WRID_RECV(w)	((uint32_t)(((w) >> 31) & 1))
+#define VB_WRID_IDX(w)	((uint32_t)((w) & 0x7fffffffu))
+
+struct vb_qp;
+
+struct vb_dev {
+	struct vb_dev *next;
+	struct ibv_context *ctx;	/* owned by librdmacm */
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq;		/* shared by every QP of the device */
+	uint32_t max_inline;		/* bytes IBV_SEND_INLINE takes */
+	int max_rd_atom;
+	int max_cqe;
+
+	pthread_mutex_t lock;		/* CQ polling, table, cq_used */
+	int cq_cap, cq_used;		/* CQ entries, reserved by QPs */
+	struct vb_qp **tab;		/* slot -> QP (NULL = free) */
+	uint32_t *tab_gen;
+	uint32_t ntab;
+};
+
+enum vb_state {
+	VB_IDLE,		/* created, not connected */
+	VB_RESOLVING,		/* connect(): address/route resolution */
+	VB_CONNECTING,		/* REQ sent */
+	VB_PASSIVE,		/* from a request, accept() not yet called */
+	VB_ESTABLISHED,
+	VB_FAILED,		/* connect failed: no DISCONNECTED later */
+	VB_DISCONNECTED,	/* QP in error */
+};
+
+struct vb_swr {				/* a posted send, in posting order */
+	uint64_t wr_id;
+	uint64_t ring_end;		/* send-ring head after this WR */
+	uint8_t signaled;
+	uint8_t opcode;			/* enum sdp_wc_opcode */
+};
+
+struct vb_mr {
+	struct sdp_mr pub;
+	struct ibv_mr *mr;
+	struct vb_mr *next;
+};
+
+struct vb_qp {
+	struct sdp_tp_object obj;
+	struct sdp_qp_attr attr;
+	struct rdma_cm_id *id;
+	struct vb_dev *dev;		/* NULL until the route is known */
+	uint32_t slot, gen;		/* dev->tab entry */
+	_Atomic(enum vb_state) state;
+
+	pthread_mutex_t lock;		/* everything below */
+	struct sdp_wc *scq;		/* software CQ [scq_cap] */
+	uint32_t scq_cap, scq_head, scq_count;
+	struct vb_swr *swr;		/* [sq_depth] */
+	uint32_t sq_depth, sq_head, sq_tail;
+	uint64_t *rwr;			/* [rq_depth] engine wr_ids */
+	uint32_t *rlen;			/* [rq_depth] posted lengths */
+	uint64_t *roff;			/* [rq_depth] region offsets */
+	uint32_t rq_depth, rq_head, rq_tail, rq_hw; /* rq_hw: handed to HW */
+	uint8_t *ring;			/* registered send ring */
+	uint64_t ring_size, ring_head, ring_tail;
+	struct ibv_mr *ring_mr;
+	uint8_t *region;		/* receive region */
+	struct ibv_mr *region_mr;
+	struct sdp_mr recv_mr;
+	struct vb_mr *mrs;
+	struct sdp_cm_event ev[VB_MAX_EVENTS];
+	uint32_t ev_head, ev_count;
+	uint8_t hello[VB_HELLO_WIRE];	/* connect(): REQ private data */
+	struct sdp_tp_addr addr;
+
+	_Atomic uint32_t seq;		/* futex: news for this QP */
+	_Atomic uint32_t waiters;
+	_Atomic uint32_t armed;		/* req_notify() wants an evfd write */
+	int evfd;
+};
+
+struct vb_conn_req {
+	struct vb_conn_req *next;
+	struct rdma_cm_id *id;
+	uint32_t priv_len;
+	uint8_t priv[SDP_CM_PRIV_MAX];
+};
+
+struct vb_listener {
+	struct sdp_tp_object obj;
+	struct rdma_cm_id *id;
+	int evfd;			/* listener_fd: readable = requests */
+	pthread_mutex_t lock;
+	struct vb_conn_req *head, *tail;
+	int count, backlog;
+	bool listening;
+};
+
+#define VB_QP(q) ((struct vb_qp *)(q))
+#define VB_L(l) ((struct vb_listener *)(l))
+
+extern const struct sdp_transport_ops sdp__verbs_ops;
+
+/* verbs_dev.c */
+struct vb_global {
+	struct rdma_event_channel *cm;
+	int epfd;
+	int ndevices;			/* ibv devices at start-up */
+	int err;			/* why unavailable (negative errno) */
+	pthread_mutex_t lock;		/* device list */
+	struct vb_dev *devs;
+	pthread_t thread;
+};
+extern struct vb_global sdp__vb;
+int sdp__verbs_init(void);
+int sdp__verbs_dev_get(struct ibv_context *ctx, struct vb_dev **out);
+int sdp__verbs_dev_attach(struct vb_dev *d, struct vb_qp *qp, int entries);
+void sdp__verbs_dev_detach(struct vb_dev *d, struct vb_qp *qp, int entries);
+void sdp__verbs_dev_drain(struct vb_dev *d);
+void sdp__verbs_bump(struct vb_qp *qp);
+void sdp__verbs_push_event(struct vb_qp *qp, enum sdp_cm_event_type type,
+			   int err, const void *priv, uint32_t priv_len);
+uint32_t sdp__verbs_wait_seq(struct sdp_qp *qp);
+int sdp__verbs_wait(struct sdp_qp *qp, uint32_t seq, int timeout_ms);
+void sdp__verbs_kick(struct sdp_qp *qp);
+int sdp__verbs_event_fd(struct sdp_qp *qp);
+int sdp__verbs_req_notify(struct sdp_qp *qp);
+void sdp__verbs_ack_events(struct sdp_qp *qp);
+void sdp__verbs_cm_event(struct rdma_cm_event *e);
+
+/* verbs_cm.c */
+int sdp__verbs_bind(const struct sockaddr *addr, socklen_t len,
+		    struct sdp_listener **out);
+int sdp__verbs_bound_addr(struct sdp_listener *l, struct sockaddr_storage *ss,
+			  socklen_t *len);
+int sdp__verbs_listen(struct sdp_listener *l, int backlog);
+int sdp__verbs_listener_fd(struct sdp_listener *l);
+int sdp__verbs_get_request(struct sdp_listener *l, struct sdp_conn_req **req,
+			   void *priv, uint32_t *priv_len);
+void sdp__verbs_reject(struct sdp_conn_req *req);
+void sdp__verbs_close_listener(struct sdp_listener *l);
+int sdp__verbs_connect(struct sdp_qp *qp, struct sdp_listener *local,
+		       const struct sockaddr *dst, socklen_t len,
+		       const void *priv, uint32_t priv_len);
+int sdp__verbs_accept(struct sdp_qp *qp, const void *priv, uint32_t priv_len);
+int sdp__verbs_get_event(struct sdp_qp *qp, struct sdp_cm_event *ev);
+int sdp__verbs_addresses(struct sdp_qp *qp, struct sdp_tp_addr *addr);
+int sdp__verbs_disconnect(struct sdp_qp *qp);
+
+/* verbs_qp.c */
+int sdp__verbs_create_qp(const struct sdp_qp_attr *attr, struct sdp_qp **out);
+int sdp__verbs_create_qp_from_req(struct sdp_conn_req *req,
+				  const struct sdp_qp_attr *attr,
+				  struct sdp_qp **out);
+int sdp__verbs_qp_bind_dev(struct vb_qp *qp);
+void sdp__verbs_destroy_qp(struct sdp_qp *qp);
+void sdp__verbs_query_caps(struct sdp_qp *qp, struct sdp_tp_caps *caps);
+struct sdp_mr *sdp__verbs_recv_region(struct sdp_qp *qp);
+int sdp__verbs_reg_mr(struct sdp_qp *qp, void *addr, size_t len,
+		      unsigned access, struct sdp_mr **out);
+int sdp__verbs_dereg_mr(struct sdp_qp *qp, struct sdp_mr *mr);
+int sdp__verbs_post_send(struct sdp_qp *qp, const struct sdp_send_wr *wr);
+int sdp__verbs_post_recv(struct sdp_qp *qp, const struct sdp_recv_wr *wr);
+int sdp__verbs_poll_cq(struct sdp_qp *qp, struct sdp_wc *wc, int max);
+void sdp__verbs_dispatch_wc(struct vb_qp *qp, const struct ibv_wc *wc);
+void sdp__verbs_qp_set_error(struct vb_qp *qp);
+
+#endif /* SDP_TRANSPORT_VERBS_H */

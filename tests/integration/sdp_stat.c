@@ -1,0 +1,363 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sdp_stat: sdpstat sees live SDP connections and forgets closed ones.
+ *
+ * A forked server (listens, accepts one connection, reads a checksummed
+ * stream, answers with its checksum) and a forked client (connects, sends,
+ * checks the answer) keep their connection open while the parent runs
+ * build/bin/sdpstat --json -p PID for each of them.  The connection must
+ * appear in both, ESTABLISHED, over shm, with the client's TX and the
+ * server's RX byte counters at least the bytes sent, and each side's ports
+ * the mirror of the other's.  Then the client closes, the server reads EOF
+ * and closes, and both processes (still alive) must stop listing it.
+ *
+ * sdpstat is found next to this program: dirname(/proc/self/exe)/../bin.
+ * It runs without the preload (it is a plain tool).
+ */
+#include "itest_common.h"
+
+#define NBYTES (4u * 1024 * 1024 + 5)
+
+static char g_sdpstat[4096 + 32];
+
+/* One byte on a pipe: a step of the script.  0 on EOF. */
+static void step_send(int fd, char c)
+{
+	if (write(fd, &c, 1) != 1)
+		DIE_ERRNO("write(pipe)");
+}
+
+static char step_wait(int fd, const char *what)
+{
+	char c;
+	ssize_t n;
+
+	do {
+		n = read(fd, &c, 1);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		DIE_ERRNO("read(pipe)");
+	if (n == 0)
+		die("%s: the other side went away", what);
+	return c;
+}
+
+static void fill(unsigned char *buf, size_t len)
+{
+	prng_t r;
+
+	prng_seed(&r, 42);
+	prng_fill(&r, buf, len);
+}
+
+/* ---- server child: listen, accept, read, answer, wait for EOF ------------ */
+
+static void server_main(int up, int down)
+{
+	unsigned char *buf = malloc(NBYTES);
+	uint16_t port;
+	uint64_t sum;
+	int lfd, fd;
+
+	watchdog_arm(60, "server");
+	lfd = make_listener(&port, 4);
+	if (write(up, &port, sizeof(port)) != sizeof(port))
+		DIE_ERRNO("write(port)");
+	fd = accept_one(lfd);
+	close(lfd);
+	if (read_full(fd, buf, NBYTES, "server data") != NBYTES)
+		die("server: short stream");
+	sum = csum_buf(buf, NBYTES);
+	write_full(fd, &sum, sizeof(sum), "server checksum");
+	step_send(up, 'R');			/* data exchanged */
+	if (read_full(fd, buf, 1, "server eof") != 0)
+		die("server: expected EOF after the client's close");
+	if (close(fd) < 0)
+		DIE_ERRNO("server close");
+	step_send(up, 'C');			/* closed */
+	step_wait(down, "server");		/* exit when told */
+	free(buf);
+	_exit(0);
+}
+
+/* ---- client child: connect, send, check, close when told ----------------- */
+
+static void client_main(uint16_t port, int up, int down)
+{
+	unsigned char *buf = malloc(NBYTES);
+	uint64_t sum;
+	int fd;
+
+	watchdog_arm(60, "client");
+	fill(buf, NBYTES);
+	fd = connect_to(port);
+	write_full(fd, buf, NBYTES, "client data");
+	if (read_full(fd, &sum, sizeof(sum), "client checksum") != sizeof(sum))
+		die("client: no checksum");
+	if (sum != csum_buf(buf, NBYTES))
+		die("client: checksum mismatch");
+	if (write(up, &fd, sizeof(fd)) != sizeof(fd))
+		DIE_ERRNO("write(fd)");
+	step_wait(down, "client");		/* close now */
+	if (close(fd) < 0)
+		DIE_ERRNO("client close");
+	step_send(up, 'C');
+	step_wait(down, "client");		/* exit when told */
+	free(buf);
+	_exit(0);
+}
+
+/* ---- running sdpstat ----------------------------------------------------- */
+
+/* Output of `sdpstat --json -p pid` (malloc'd); dies unless it exits 0. */
+static char *run_sdpstat(pid_t pid)
+{
+	char pidarg[16], *out = NULL;
+	size_t len = 0, cap = 0;
+	int p[2], st;
+	pid_t c;
+
+	snprintf(pidarg, sizeof(pidarg), "%d", (int)pid);
+	if (pipe(p) < 0)
+		DIE_ERRNO("pipe");
+	c = fork();
+	if (c < 0)
+		DIE_ERRNO("fork");
+	if (c == 0) {
+		dup2(p[1], 1);
+		close(p[0]);
+		close(p[1]);
+		unsetenv("LD_PRELOAD");
+		execl(g_sdpstat, "sdpstat", "--json", "-p", pidarg, (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	for (;;) {
+		ssize_t n;
+
+		if (len + 4096 + 1 > cap) {
+			cap = cap ? cap * 2 : 16384;
+			out = realloc(out, cap);
+			if (!out)
+				die("out of memory");
+		}
+		n = read(p[0], out + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	out[len] = '\0';
+	close(p[0]);
+	if (waitpid(c, &st, 0) < 0)
+		DIE_ERRNO("waitpid(sdpstat)");
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		die("sdpstat --json -p %d failed (status 0x%x), output:\n%s",
+		    (int)pid, st, out);
+	return out;
+}
+
+/* Number field of a JSON object line, or -1. */
+static long long json_num(const char *obj, const char *key)
+{
+	char k[64];
+	const char *p;
+
+	snprintf(k, sizeof(k), "\"%s\": ", key);
+	p = strstr(obj, k);
+	return p ? strtoll(p + strlen(k), NULL, 10) : -1;
+}
+
+/* String field (into buf), or "". */
+static const char *json_str(const char *obj, const char *key, char *buf,
+			    size_t len)
+{
+	char k[64];
+	const char *p, *e;
+
+	snprintf(k, sizeof(k), "\"%s\": \"", key);
+	buf[0] = '\0';
+	p = strstr(obj, k);
+	if (!p)
+		return buf;
+	p += strlen(k);
+	e = strchr(p, '"');
+	if (e && (size_t)(e - p) < len) {
+		memcpy(buf, p, (size_t)(e - p));
+		buf[e - p] = '\0';
+	}
+	return buf;
+}
+
+static int port_of(const char *addr)
+{
+	const char *c = strrchr(addr, ':');
+
+	return c ? atoi(c + 1) : -1;
+}
+
+/*
+ * Find the record of the connection whose remote port is `rport` in the
+ * output (one object per line).  Copies that line to `line`; 1 if found.
+ */
+static int find_conn(const char *out, int rport, char *line, size_t len)
+{
+	const char *p = out;
+	char remote[80];
+
+	while ((p = strstr(p, "\n  {"))) {
+		const char *e = strchr(p + 1, '\n');
+		size_t n = e ? (size_t)(e - p - 1) : strlen(p + 1);
+
+		if (n >= len)
+			n = len - 1;
+		memcpy(line, p + 1, n);
+		line[n] = '\0';
+		json_str(line, "remote", remote, sizeof(remote));
+		if (port_of(remote) == rport)
+			return 1;
+		p += 1;
+	}
+	return 0;
+}
+
+static void check_conn(pid_t pid, const char *who, int lport, int rport,
+		       int fd, const char *bytes_key, unsigned long long min)
+{
+	char *out = run_sdpstat(pid), line[2048], buf[80];
+	long long v;
+
+	if (!find_conn(out, rport, line, sizeof(line)))
+		die("%s (pid %d): no connection to port %d in sdpstat:\n%s",
+		    who, (int)pid, rport, out);
+	info("%s: %s", who, line);
+	if (strcmp(json_str(line, "state", buf, sizeof(buf)), "ESTABLISHED"))
+		die("%s: state '%s', expected ESTABLISHED", who, buf);
+	if (strcmp(json_str(line, "transport", buf, sizeof(buf)), "shm"))
+		die("%s: transport '%s', expected shm", who, buf);
+	if (port_of(json_str(line, "local", buf, sizeof(buf))) != lport)
+		die("%s: local address %s, expected port %d", who, buf, lport);
+	v = json_num(line, bytes_key);
+	if (v < 0 || (unsigned long long)v < min)
+		die("%s: %s = %lld, expected >= %llu", who, bytes_key, v, min);
+	/* Descriptors are filled in by the socket switch; when they are,
+	 * they must be the application's. */
+	v = json_num(line, "fd");
+	if (fd >= 0 && v >= 0 && v != fd)
+		die("%s: fd %lld, expected %d", who, v, fd);
+	free(out);
+}
+
+/* Wait (bounded) until pid lists no connection to rport. */
+static void check_gone(pid_t pid, const char *who, int rport)
+{
+	double end = now_sec() + 10 * (getenv("SDP_TEST_TIMEOUT_MULT") ?
+				       atoi(getenv("SDP_TEST_TIMEOUT_MULT")) : 1);
+	char line[2048];
+
+	for (;;) {
+		char *out = run_sdpstat(pid);
+		int found = find_conn(out, rport, line, sizeof(line));
+
+		if (!found) {
+			free(out);
+			return;
+		}
+		if (now_sec() > end)
+			die("%s: closed connection still listed:\n%s", who, out);
+		free(out);
+		usleep(50000);
+	}
+}
+
+static void find_sdpstat(void)
+{
+	char exe[4096], *slash;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0)
+		DIE_ERRNO("readlink(/proc/self/exe)");
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (slash)
+		*slash = '\0';
+	snprintf(g_sdpstat, sizeof(g_sdpstat), "%s/../bin/sdpstat", exe);
+	if (access(g_sdpstat, X_OK) < 0)
+		die("%s: not found or not executable (build the tools)",
+		    g_sdpstat);
+}
+
+int main(int argc, char **argv)
+{
+	int sup[2], sdown[2], cup[2], cdown[2], cfd;
+	pid_t spid, cpid;
+	uint16_t port;
+	int cport;
+	char *out, line[2048], buf[80];
+
+	g_prog = "sdp_stat";
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--family") && i + 1 < argc) {
+			if (set_family(argv[++i]))
+				die("bad family '%s'", argv[i]);
+		} else {
+			fprintf(stderr, "usage: sdp_stat %s\n", family_usage());
+			return 2;
+		}
+	}
+	if (!is_sdp()) {
+		printf("sdp_stat: SKIP: sdpstat lists SDP sockets only\n");
+		return 77;
+	}
+	find_sdpstat();
+	signal(SIGPIPE, SIG_IGN);
+	if (pipe(sup) || pipe(sdown) || pipe(cup) || pipe(cdown))
+		DIE_ERRNO("pipe");
+	spid = fork();
+	if (spid < 0)
+		DIE_ERRNO("fork");
+	if (spid == 0)
+		server_main(sup[1], sdown[0]);
+	if (read(sup[0], &port, sizeof(port)) != sizeof(port))
+		die("server did not report its port");
+	cpid = fork();
+	if (cpid < 0)
+		DIE_ERRNO("fork");
+	if (cpid == 0)
+		client_main(port, cup[1], cdown[0]);
+	watchdog_arm(60, "parent");
+	if (read(cup[0], &cfd, sizeof(cfd)) != sizeof(cfd))
+		die("client failed before the exchange completed");
+	if (step_wait(sup[0], "server") != 'R')
+		die("server: unexpected step");
+	info("exchanged %u bytes; server pid %d port %u, client pid %d fd %d",
+	     NBYTES, (int)spid, port, (int)cpid, cfd);
+
+	/* The client's port: from its own record (the one to our port). */
+	out = run_sdpstat(cpid);
+	if (!find_conn(out, port, line, sizeof(line)))
+		die("client (pid %d): connection to port %u not listed:\n%s",
+		    (int)cpid, port, out);
+	cport = port_of(json_str(line, "local", buf, sizeof(buf)));
+	free(out);
+	check_conn(cpid, "client", cport, port, cfd, "tx_bytes", NBYTES);
+	check_conn(spid, "server", port, cport, -1, "rx_bytes", NBYTES);
+
+	step_send(cdown[1], 'c');		/* client: close */
+	if (step_wait(cup[0], "client") != 'C' ||
+	    step_wait(sup[0], "server") != 'C')
+		die("unexpected step after close");
+	check_gone(cpid, "client", port);
+	check_gone(spid, "server", cport);
+	info("closed connection gone from both processes");
+
+	step_send(cdown[1], 'x');
+	step_send(sdown[1], 'x');
+	if (wait_child(cpid, "client") || wait_child(spid, "server"))
+		die("a child failed");
+	watchdog_disarm();
+	info("PASS");
+	return 0;
+}
