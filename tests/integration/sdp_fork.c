@@ -95,7 +95,7 @@ static void case_fork_per_connection(void)
 
 /* Over SDP, explicitly or through the socket switch (libsdp's
  * SDP_CONN_TRANSPORT option answers only on SDP sockets). */
-static int is_sdp(int fd)
+static int over_sdp(int fd)
 {
 	int v;
 	socklen_t l = sizeof(v);
@@ -110,7 +110,7 @@ static void case_both_use(void)
 	char b[2];
 
 	pair(&c, &s);
-	sdp = is_sdp(c);
+	sdp = over_sdp(c);
 	write_full(c, "p", 1, "parent write");	/* the parent uses it */
 	ch = fork();
 	if (ch < 0)
