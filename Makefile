@@ -4,7 +4,7 @@ BUILD      ?= build
 BUILD_ASAN ?= build-asan
 GENERATOR  := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 
-.PHONY: all deps build build-asan test test-quick demo bench clean fuzz
+.PHONY: all deps build build-asan test test-quick test-vm demo bench clean fuzz
 
 all: build
 
@@ -24,6 +24,18 @@ build-asan: deps
 test: build build-asan
 	@tests/run.sh $(BUILD)
 	@SDP_TEST_SANITIZER=asan tests/run.sh $(BUILD_ASAN)
+
+# The verbs transport on real soft-RoCE: one qemu VM boot (scripts/vm-run),
+# two rxe devices on a veth pair, tests/vm/suite.sh inside.  Fails loudly when
+# qemu cannot run.
+VM_PKGS := qemu-system-x86 linux-image-amd64 busybox-static ibverbs-utils \
+	   rdma-core perftest qperf iperf3 kmod cpio
+test-vm: build
+	@SDP_EXTRA_PKGS="$(VM_PKGS)" scripts/install-deps.sh
+	@start=$$(date +%s); scripts/vm-run -t 900 -- bash tests/vm/suite.sh $(BUILD); rc=$$?; \
+	 echo "test-vm: exit $$rc after $$(( $$(date +%s) - start )) s"; \
+	 if [ $$rc = 125 ]; then echo "test-vm: FAILED: THE VM DID NOT RUN (qemu/kernel/initrd): see above" >&2; fi; \
+	 exit $$rc
 
 # Fast subset for development (no sanitizer pass).
 test-quick: build

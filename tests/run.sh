@@ -197,7 +197,61 @@ itest "itest/abort" 60 sdp_abort --family "$FAM4"
 itest "itest/kill" 60 sdp_kill --family "$FAM4"
 itest "itest/kill6" 60 sdp_kill --family "$FAM6"
 itest "itest/many-1000" 120 sdp_many --family "$FAM4" --conns 1000
+
+# Transparent mode: the same unmodified TCP programs (--family tcp) under the
+# preload, where the socket switch carries their sockets over SDP.
+if [ "$FAMILY" = sdp ]; then
+	itest "switch/stream-blocking" 120 sdp_stream --family tcp --mode blocking --bytes "$MED"
+	itest "switch/stream-epoll-conns8" 120 sdp_stream --family tcp --mode epoll --conns 8 --bytes "$SMALL"
+	itest "switch/semantics" 120 sdp_semantics --family tcp
+	itest "switch/semantics6" 120 sdp_semantics --family tcp6
+	itest "switch/fork" 60 sdp_fork --family tcp
+	itest "switch/kill" 60 sdp_kill --family tcp
+fi
 itest "itest/sdpstat" 60 sdp_stat --family "$FAM4"
+# ZCopy: both directions at once, small threshold; then under a SIGUSR1 storm.
+itest "itest/zcopy-$MED" 120 sdp_zcopy --family "$FAM4" --bytes "$MED" --thresh 4096
+itest "itest/zcopy-signals-$SMALL" 120 sdp_zcopy --family "$FAM4" --bytes "$SMALL" --thresh 4096 --signals
+
+# ---- 4. socket switch: fallback and real programs (issue #3) ----------------------
+# sdp_fallback re-executes itself with and without the preload (it skips when
+# not preloaded, i.e. with SDP_TEST_FAMILY=tcp).
+# Known failure, case e: with only `use sdp client` rules the socket gets a
+# TCP shadow (program verdict both) and a refused SDP connect still falls
+# back (sdp_switch_fallback_connect ignores the connect verdict).
+itest "itest/fallback" 120 sdp_fallback
+show_known() { # NAME: repeat a test's "# TODO known failure" lines
+	local plog="$LOGDIR/$(printf '%s' "$1" | tr '/ ' '__').log"
+	if [ -f "$plog" ] && grep -q '# TODO known failure' "$plog"; then
+		grep '# TODO known failure' "$plog" | sed 's/^not ok [0-9]* - /  known failure: /' | cut -c1-240
+	fi
+	return 0
+}
+selected "itest/fallback" && show_known "itest/fallback"
+# tests/programs/NAME.sh BUILD: real Debian programs under build/bin/sdp_run
+# (see docs/PROGRAMS.md).  They start their own servers, so they run without
+# the preload, against the non-sanitized build only.  A check listed in the
+# script's KNOWN_FAILURES prints "not ok ... # TODO known failure" and does
+# not fail the test; those lines are shown after its PASS.
+SDP_PROGRAMS="iperf3 iperf sockperf redis python socat netcat nginx"
+for p in $SDP_PROGRAMS; do
+	name="programs/$p"
+	selected "$name" || continue
+	script="$SRC/tests/programs/$p.sh"
+	if [ ! -f "$script" ]; then
+		echo "FAIL $name (missing $script)"
+		NFAIL=$((NFAIL + 1))
+		FAILED="$FAILED $name"
+		continue
+	fi
+	if [ -n "$SAN" ] || [ "$FAMILY" != sdp ]; then
+		echo "SKIP $name: real programs run with the plain build and family sdp only"
+		NSKIP=$((NSKIP + 1))
+		continue
+	fi
+	run_test "$name" 300 unit bash "$script" "$BUILD"
+	show_known "$name"
+done
 
 T_END=$(date +%s)
 TOTAL=$((NPASS + NFAIL + NSKIP))

@@ -19,6 +19,9 @@
 /* setsockopt/getsockopt(SOL_TCP, ...) options, numbered as in ib_sdp. */
 #define SDP_ZCOPY_THRESH 80	/* int: 0 = ZCopy off, else smallest ZCopy size */
 #define SDP_LAST_BIND_ERR 81	/* int, get only: last transport bind result */
+/* get only, struct sdp_zcopy_stats: ZCopy counters of a connected socket
+ * (ENOTCONN otherwise); a shorter optlen gets a prefix. */
+#define SDP_ZCOPY_STATS 82
 /* int, get only: which transport carries this socket: SDP_TRANSPORT_SHM,
  * _LOOP or _VERBS; a kernel TCP socket answers ENOPROTOOPT.  Lets tests and
  * tools tell whether the socket switch sent a connection over SDP. */
@@ -26,6 +29,20 @@
 #define SDP_TRANSPORT_SHM 1
 #define SDP_TRANSPORT_LOOP 2
 #define SDP_TRANSPORT_VERBS 3
+
+#include <stdint.h>
+
+struct sdp_zcopy_stats {
+	uint64_t tx_adverts;	/* SrcAvail sent (ZCopy sends started) */
+	uint64_t tx_bytes;	/* bytes the peer RDMA-read from our buffers */
+	uint64_t tx_declined;	/* SendSm: the peer declined / acked a cancel */
+	uint64_t tx_cancels;	/* SrcAvailCancel sent (signal, timeout) */
+	uint64_t rx_adverts;	/* SrcAvail received */
+	uint64_t rx_bytes;	/* bytes RDMA-read into our recv buffers */
+	uint64_t rx_declined;	/* SendSm sent */
+	uint32_t thresh;	/* SDP_ZCOPY_THRESH in effect (0 = off) */
+	uint32_t rdma;		/* 1 if the transport can RDMA on this conn */
+};
 
 #ifdef __cplusplus
 extern "C" {

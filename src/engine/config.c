@@ -67,11 +67,12 @@ static void config_load(void)
 	sdp_cfg.log_level = (int)lvl;
 	t = getenv("SDP_TRANSPORT");
 	if (t && *t) {
-		if (!strcmp(t, "shm") || !strcmp(t, "loop"))
+		if (!strcmp(t, "shm") || !strcmp(t, "loop") ||
+		    !strcmp(t, "verbs") || !strcmp(t, "auto"))
 			sdp_cfg.transport = t;
 		else
 			fprintf(stderr, "libsdp: ignoring SDP_TRANSPORT=\"%s\": "
-				"expected shm or loop\n", t);
+				"expected auto, shm, verbs or loop\n", t);
 	}
 }
 

@@ -17,6 +17,7 @@
 #include "engine/owner.h"
 #include "engine/progress.h"
 #include "engine/stats_shm.h"
+#include "transport/multi.h"
 
 static atomic_uint conn_ids;
 
@@ -88,7 +89,7 @@ const struct sdp_transport_ops *sdp_tp_default(void)
 	sdp_config_init();
 	if (!strcmp(sdp_cfg.transport, "loop"))
 		return sdp_loop_transport.ops;
-	return sdp_shm_transport.ops;
+	return sdp_tp_select_default();	/* shm, verbs, or both (multi.h) */
 }
 
 int sdp_conn_alloc(struct sdp_conn **out)
@@ -242,6 +243,11 @@ int sdp_conn_connect(struct sdp_conn *c, struct sdp_listener *local,
 	struct sdp_qp *qp = NULL;
 	int r;
 
+	if (ops != sdp_loop_transport.ops) {
+		/* Per connection: shm for this host, verbs over RDMA. */
+		ops = sdp_tp_for_dest(dst, len);
+		local = sdp_tp_local_for(ops, local);
+	}
 	pthread_mutex_lock(&c->lock);
 	qp_attr(c, &attr);
 	r = ops->create_qp(&attr, &qp);

@@ -187,6 +187,7 @@ struct sdp_conn {
 	unsigned zc_sendsm_grace:1;	/* a SendSm may follow a full read
 					 * that crossed our cancel */
 	unsigned zc_thresh_set:1;	/* zc_thresh overrides the default */
+	unsigned zc_caps_fresh:1;	/* caps re-read after the handshake */
 	uint32_t zc_thresh;		/* SDP_ZCOPY_THRESH of this socket */
 };
 
@@ -263,6 +264,10 @@ int sdp_tx_post_ctrl_locked(struct sdp_conn *c, uint8_t mid);
 int sdp_tx_post_msg_locked(struct sdp_conn *c, struct sdp_msg *m,
 			   const struct sdp_sge *payload, int npayload,
 			   uint32_t plen);
+/* The same with any credit left: the caller checked the reserve rule. */
+int sdp_tx_post_msg_any_locked(struct sdp_conn *c, struct sdp_msg *m,
+			       const struct sdp_sge *payload, int npayload,
+			       uint32_t plen);
 
 /* Readiness mask (SDP_READY_*) the socket should show now. */
 unsigned sdp_conn_ready_mask_locked(const struct sdp_conn *c);

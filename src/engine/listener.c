@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <stdlib.h>
@@ -144,7 +145,17 @@ int sdp_listen_accept_tcp(struct sdp_listen *l, int flags)
 		pthread_mutex_unlock(&l->lock);
 		return e == EWOULDBLOCK ? -EAGAIN : -e;
 	}
-	atomic_store(&l->tcp_pending, 1);	/* there may be more */
+	{
+		/* More waiting?  Ask the kernel rather than leave a stale
+		 * "readable": select() then accept() must not block. */
+		struct pollfd p = { .fd = l->tcp_fd, .events = POLLIN };
+
+		atomic_store(&l->tcp_pending,
+			     poll(&p, 1, 0) > 0 && (p.revents & POLLIN));
+		pthread_mutex_lock(&l->lock);
+		update_ready_locked(l);
+		pthread_mutex_unlock(&l->lock);
+	}
 	if (!(flags & SOCK_NONBLOCK)) {
 		int fl = sdp_real.fcntl(fd, F_GETFL);
 

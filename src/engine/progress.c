@@ -15,6 +15,7 @@
  * epoll and its reference dropped only here, after the batch of events that
  * may still name it has been handled.
  */
+#include "transport/fdhigh.h"
 #include "engine/progress.h"
 
 #include <errno.h>
@@ -94,8 +95,8 @@ static int progress_start_locked(void)
 		pthread_atfork(NULL, NULL, progress_atfork_child);
 		atfork_done = 1;
 	}
-	P.epfd = epoll_create1(EPOLL_CLOEXEC);
-	P.wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	P.epfd = sdp_fd_high(epoll_create1(EPOLL_CLOEXEC));
+	P.wakefd = sdp_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 	if (P.epfd < 0 || P.wakefd < 0 ||
 	    epoll_ctl(P.epfd, EPOLL_CTL_ADD, P.wakefd, &ev) < 0)
 		goto err;
@@ -348,16 +349,29 @@ static uint64_t service_timers(uint64_t now, struct sdp_conn **release,
 	struct sdp_conn *list, *c, *next;
 	uint64_t nearest = 0;
 
+	struct sdp_conn *snap[256];
+	int ns = 0, si;
+
 	pthread_mutex_lock(&P.lock);
 	list = P.timers;
 	P.timers = NULL;
-	for (c = list; c; c = c->timer_next)
-		c->in_timer = 0;
-	pthread_mutex_unlock(&P.lock);
 	for (c = list; c; c = next) {
+		next = c->timer_next;
+		c->in_timer = 0;
+		if (ns < 256) {
+			snap[ns++] = c;
+		} else {	/* keep the rest for the next round */
+			c->in_timer = 1;
+			c->timer_next = P.timers;
+			P.timers = c;
+			poll_again = 1;
+		}
+	}
+	pthread_mutex_unlock(&P.lock);
+	for (si = 0; si < ns; si++) {
 		uint64_t d;
 
-		next = c->timer_next;
+		c = snap[si];
 		if (*nrelease < max && service_conn(c, now))
 			release[(*nrelease)++] = c;
 		pthread_mutex_lock(&c->lock);

@@ -9,6 +9,7 @@
  * to lib_fd to switch POLLOUT off, and read them back at lib_fd to switch it
  * on again, which also wakes EPOLLOUT waiters (edge-triggered included).
  */
+#include "transport/fdhigh.h"
 #include "engine/readiness.h"
 
 #include <errno.h>
@@ -28,7 +29,7 @@ int sdp_ready_init(struct sdp_ready *r, int sock_flags)
 	if (sdp_real.socketpair(AF_UNIX, type, 0, fds) < 0)
 		return -errno;
 	r->app_fd = fds[0];
-	r->lib_fd = fds[1];
+	r->lib_fd = sdp_fd_high(fds[1]);
 	if (!(sock_flags & SOCK_CLOEXEC))
 		sdp_real.fcntl(r->app_fd, F_SETFD, 0);
 	if (sock_flags & SOCK_NONBLOCK)

@@ -15,12 +15,15 @@
  * here makes a system call after the file exists, except the progress
  * thread draining the wake socket and the clock (vDSO).
  */
+#include "transport/fdhigh.h"
 #include "engine/stats_shm.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -160,7 +163,8 @@ static int open_wake_socket(pid_t pid)
 	socklen_t alen;
 	int fd;
 
-	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = sdp_fd_high(socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK |
+					SOCK_CLOEXEC, 0));
 	if (fd < 0)
 		return -1;
 	memset(&a, 0, sizeof(a));
@@ -238,6 +242,39 @@ __attribute__((destructor)) static void stat_at_exit(void)
 		unlink(S.path);
 }
 
+/*
+ * Remove the files of our uid whose process is gone: killed, or ended
+ * through _exit(), which skips the destructor.  Once per process, so that
+ * /dev/shm does not fill up between sdpstat runs (which also clean).
+ */
+static void sweep_stale(void)
+{
+	size_t plen = strlen(SDP_STAT_PREFIX);
+	DIR *d = opendir(SDP_STAT_DIR);
+	struct dirent *e;
+	struct stat st;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char *end;
+		long pid;
+
+		if (strncmp(e->d_name, SDP_STAT_PREFIX, plen) ||
+		    e->d_name[plen] < '0' || e->d_name[plen] > '9')
+			continue;
+		pid = strtol(e->d_name + plen, &end, 10);
+		if (*end || pid <= 0 || pid == S.pid ||
+		    kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+		    st.st_uid != geteuid() || !S_ISREG(st.st_mode))
+			continue;
+		unlinkat(dirfd(d), e->d_name, 0);
+	}
+	closedir(d);
+}
+
 static int init_locked(void)
 {
 	extern char *program_invocation_short_name;
@@ -254,6 +291,7 @@ static int init_locked(void)
 	if (!S.map)
 		return -ENODEV;
 	S.pid = getpid();
+	sweep_stale();
 	h = map_new_file(S.pid, S.path, sizeof(S.path));
 	if (!h) {
 		free(S.map);

@@ -97,6 +97,15 @@ int sdp_tx_post_msg_locked(struct sdp_conn *c, struct sdp_msg *m,
 	return tx_post_msg(c, m, payload, npayload, plen);
 }
 
+int sdp_tx_post_msg_any_locked(struct sdp_conn *c, struct sdp_msg *m,
+			       const struct sdp_sge *payload, int npayload,
+			       uint32_t plen)
+{
+	if (!c->qp || c->tx_credits < 1)
+		return -EAGAIN;
+	return tx_post_msg(c, m, payload, npayload, plen);
+}
+
 int sdp_tx_post_ctrl_locked(struct sdp_conn *c, uint8_t mid)
 {
 	int need = mid == SDP_MID_DATA ? 1 : SDP_DATA_MIN_CREDITS;
@@ -336,12 +345,8 @@ static int tx_zcopy(struct sdp_conn *c, const struct iovec *iov, size_t *sent,
 	int serr;
 	ssize_t n;
 
-	if (c->zc_rx.active) {
-		/* We hold the peer's SrcAvail: no ZCopy of ours now (OFED's
-		 * deadlock prevention); BCopy for this send. */
-		*zc_ok = 0;
-		return 0;
-	}
+	/* Unlike OFED we advertise even while holding the peer's SrcAvail:
+	 * if nobody reads it, the hold time declines it (zcopy.c). */
 	if (c->txq_len)
 		return 3;	/* a BCopy backlog: queue behind it this round */
 	if (c->zc_tx.active || c->tx_credits < SDP_DATA_MIN_CREDITS ||
@@ -435,11 +440,6 @@ ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 			goto out;
 		}
 wait:
-		/* About to block while holding the peer's SrcAvail that no
-		 * recv() is reading: the peer may be blocked on it (and we on
-		 * the peer): decline it (annex 5.4). */
-		if (c->zc_rx.active && !c->zc_readers)
-			sdp_zcopy_decline_locked(c);
 		pthread_mutex_unlock(&c->lock);
 		r = sdp_conn_wait(c, seq, deadline);
 		pthread_mutex_lock(&c->lock);

@@ -24,10 +24,11 @@
  * private receive buffers belong to the peer's SENDs, so there is nowhere
  * else to read into.
  *
- * Both sides advertising at once: a sink with its own SrcAvail outstanding
- * and no recv() in progress declines the crossing one at once, so both fall
- * back to BCopy (no deadlock); a sink with a recv() in progress reads it.
- * A SrcAvail no recv() is reading is held SDP_ZC_HOLD_MS, then declined.
+ * A SrcAvail no recv() is reading is held SDP_ZC_HOLD_MS, then declined.  So
+ * both sides advertising at once with nobody reading (each application
+ * blocked in its own send) decline each other's SrcAvail after the hold and
+ * fall back to BCopy: no deadlock; with reader threads, each side's reader
+ * reads the other's.
  */
 #include "engine/zcopy.h"
 
@@ -70,9 +71,22 @@ static void zc_dereg(struct sdp_conn *c, struct sdp_mr *mr)
 	atomic_fetch_sub(&sdp_zcopy_live_mrs, 1);
 }
 
+/*
+ * ZCopy control messages normally need two credits, like Data (annex 4.3:
+ * the last one stays for a credit update).  They may take the last one when
+ * the peer can still send to us (it sees at least two of our buffers): its
+ * next message returns credits, so we are never left unable to announce
+ * our buffers.  Without this, a source whose application is blocked in
+ * send() with its receive buffers full of our unread data could never get
+ * our RdmaRdCompl or SendSm: it would wait for us, we for its buffers.
+ */
 static int zc_can_post(const struct sdp_conn *c)
 {
-	if (!c->qp || c->tx_credits < ZC_MIN_CREDITS)
+	int32_t peer_view = (int32_t)c->adv_bufs -
+			    (int32_t)(c->rx_mseq - c->adv_mseq_ack);
+
+	if (!c->qp || c->tx_credits < 1 ||
+	    (c->tx_credits < ZC_MIN_CREDITS && peer_view < 2))
 		return 0;
 	switch (c->state) {
 	case SDP_ST_ESTABLISHED:
@@ -92,7 +106,7 @@ static int zc_post_ctl(struct sdp_conn *c, uint8_t mid, uint32_t len)
 	memset(&m, 0, sizeof(m));
 	m.bsdh.mid = mid;
 	m.h.len = len;
-	return sdp_tx_post_msg_locked(c, &m, NULL, 0, 0);
+	return sdp_tx_post_msg_any_locked(c, &m, NULL, 0, 0);
 }
 
 /* Decline without flushing (the flush may be our caller). */
@@ -194,7 +208,7 @@ ssize_t sdp_zcopy_send_locked(struct sdp_conn *c, const void *p, size_t len,
 	*end = SDP_ZC_DONE;
 	*stop_err = 0;
 	if (zt->active || c->txq_len || c->tx_credits < ZC_MIN_CREDITS ||
-	    c->zc_rx.active || !c->qp || len < 2 ||
+	    !c->qp || len < 2 ||
 	    c->peer_rcv_sz <= sdp_wire_hdr_size(SDP_MID_SRC_AVAIL))
 		return -EAGAIN;
 	chunk = len > SDP_ZC_MAX_ADVERT ? SDP_ZC_MAX_ADVERT : (uint32_t)len;
@@ -359,17 +373,14 @@ void sdp_zcopy_rx_advert_locked(struct sdp_conn *c, const struct sdp_msg *m)
 	zr->off = m->payload_len;
 	c->stats.zc_rx_adverts++;
 	c->rx_pulse = 1;
-	/* Decline (flushed by the progress step) when ZCopy is off here
-	 * and when our own SrcAvail is outstanding with no recv() of ours in
-	 * progress (both sides blocked advertising at once: each declines
-	 * the other's, both fall back to BCopy; with a reader in progress
-	 * each side's reader reads the other's, nothing waits).  With
-	 * no recv() in progress, hold it SDP_ZC_HOLD_MS for the next one:
-	 * the application may not read for a long time, and the source must
+	/* Decline (flushed by the progress step) when ZCopy is off here.
+	 * With no recv() in progress, hold it SDP_ZC_HOLD_MS for the next
+	 * one, then decline: the application may not read for a long time
+	 * (or be blocked advertising its own buffer to us: both sides then
+	 * decline the other's and fall back to BCopy), and the source must
 	 * not stay blocked on us. */
-	if (!sdp_zcopy_thresh_locked(c) || !c->caps.rdma || c->rd_shut ||
-	    c->orphan ||
-	    (c->zc_tx.active && !c->zc_tx.ended && !c->zc_readers))
+	if (!sdp_zcopy_thresh_locked(c) || !sdp_zcopy_rdma_ok_locked(c) ||
+	    c->rd_shut || c->orphan)
 		zc_decline_noflush(c);
 	else if (!c->zc_readers)
 		sdp_zcopy_readers_gone_locked(c);

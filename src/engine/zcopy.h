@@ -30,7 +30,7 @@
 #define SDP_ZC_MAX_READ (4u << 20)
 /* How long a sink holds a SrcAvail that no recv() is reading yet before it
  * declines it (the application is usually between two recv calls). */
-#define SDP_ZC_HOLD_MS 5u
+#define SDP_ZC_HOLD_MS 20u
 /* How long a cancelled advertisement may stay unacknowledged before the
  * connection is reset (OFED SDP_SRCAVAIL_CANCEL_TIMEOUT). */
 #define SDP_ZC_CANCEL_TIMEOUT_MS 60000u
@@ -49,12 +49,25 @@ void sdp_zcopy_set_thresh_locked(struct sdp_conn *c, int v);
 
 /* ---- data source (tx.c) ---- */
 
+/* Can this connection RDMA?  The transport knows only once the handshake
+ * is over (shm probes cross-memory attach then), later than the caps the
+ * connection read when it created its QP: re-read them once. */
+static inline int sdp_zcopy_rdma_ok_locked(struct sdp_conn *c)
+{
+	if (!c->zc_caps_fresh && c->qp && c->state != SDP_ST_CONNECTING &&
+	    c->state != SDP_ST_CLOSED) {
+		SDP_TP(c->qp)->query_caps(c->qp, &c->caps);
+		c->zc_caps_fresh = 1;
+	}
+	return c->caps.rdma;
+}
+
 /* May a blocking send of `len` more contiguous bytes go ZCopy at all? */
-static inline int sdp_zcopy_tx_wanted(const struct sdp_conn *c, size_t len)
+static inline int sdp_zcopy_tx_wanted(struct sdp_conn *c, size_t len)
 {
 	uint32_t t = sdp_zcopy_thresh_locked(c);
 
-	return t && len >= t && len >= 2 && c->caps.rdma;
+	return t && len >= t && len >= 2 && sdp_zcopy_rdma_ok_locked(c);
 }
 
 enum sdp_zc_end {

@@ -5,12 +5,15 @@
  * so no call slips past the switch.  Each maps the descriptor, then hands an
  * iovec to the engine; SIGPIPE and errno are produced here, at the boundary.
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <unistd.h>
 
 #include "engine/real.h"
@@ -261,4 +264,93 @@ SDP_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
 	if (len > buflen)
 		abort();
 	return read(fd, buf, len);
+}
+
+/*
+ * sendfile() to an SDP socket (nginx, Apache): the kernel cannot splice a
+ * file into our descriptor, so read the file and send it.  Semantics as
+ * sendfile(2): with `offset` the file position is untouched and *offset
+ * advances; without it the file position advances by what was sent.
+ */
+static ssize_t sdp_sendfile(struct sdp_sock *s, int in_fd, off_t *offset,
+			    size_t count)
+{
+	char buf[65536];
+	off_t pos = offset ? *offset : 0;
+	size_t done = 0;
+	ssize_t n, w;
+
+	while (done < count) {
+		size_t want = count - done < sizeof(buf) ? count - done :
+							    sizeof(buf);
+		struct iovec v = { .iov_base = buf };
+
+		n = offset ? pread(in_fd, buf, want, pos) :
+			     sdp_real.read(in_fd, buf, want);
+		if (n < 0)
+			return done ? (ssize_t)done : -errno;
+		if (n == 0)
+			break;
+		v.iov_len = (size_t)n;
+		w = sock_send(s, &v, 1, done ? MSG_DONTWAIT : 0);
+		if (w < 0 && done == 0 && !offset)
+			lseek(in_fd, -n, SEEK_CUR);	/* nothing went */
+		if (w < 0)
+			return done ? (ssize_t)done : w;
+		if (w < n && !offset)
+			lseek(in_fd, w - n, SEEK_CUR);	/* give back the rest */
+		done += (size_t)w;
+		pos += w;
+		if (w < n)
+			break;	/* the socket is full: report what went */
+	}
+	if (offset)
+		*offset = pos;
+	return (ssize_t)done;
+}
+
+SDP_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
+{
+	struct sdp_sock *s = sdp_fd_get(out_fd);
+	ssize_t r;
+
+	if (!s) {
+		static ssize_t (*real)(int, int, off_t *, size_t);
+
+		if (!real)
+			*(void **)&real = dlsym(RTLD_NEXT, "sendfile");
+		return real ? real(out_fd, in_fd, offset, count) :
+			      (errno = ENOSYS, -1);
+	}
+	r = sdp_sendfile(s, in_fd, offset, count);
+	sdp_sock_put(s);
+	return sdp_sret(r);
+}
+
+SDP_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off_t *offset,
+			      size_t count)
+{
+	return sendfile(out_fd, in_fd, offset, count);
+}
+
+/* splice() into or out of an SDP socket: refuse as the kernel does for a
+ * socket it cannot splice, so programs fall back to read/write. */
+SDP_EXPORT ssize_t splice(int fd_in, off_t *off_in, int fd_out, off_t *off_out,
+			  size_t len, unsigned int flags)
+{
+	static ssize_t (*real)(int, off_t *, int, off_t *, size_t,
+			       unsigned int);
+	struct sdp_sock *s = sdp_fd_get(fd_in);
+
+	if (!s)
+		s = sdp_fd_get(fd_out);
+	if (s) {
+		sdp_sock_put(s);
+		errno = EINVAL;
+		return -1;
+	}
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "splice");
+	return real ? real(fd_in, off_in, fd_out, off_out, len, flags) :
+		      (errno = ENOSYS, -1);
 }

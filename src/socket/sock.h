@@ -59,6 +59,9 @@ struct sdp_sock {
 	int shadow;		/* kernel TCP socket, or -1 */
 	int tcp_family;		/* AF_INET or AF_INET6, as the app asked */
 	int sock_type;		/* type flags given to socket() */
+	int may_fallback;	/* connect verdict "both": TCP if refused */
+	struct sdp_sock *both_next;	/* "both" listeners (fork handling) */
+	unsigned in_both_list:1;
 };
 
 /* Socket switch (switch.c). */
@@ -73,6 +76,8 @@ void sdp_switch_mirror_sockopt(struct sdp_sock *s, int level, int name,
 			       const void *v, socklen_t len);
 void sdp_switch_mirror_nonblock(struct sdp_sock *s, int on);
 void sdp_switch_release(struct sdp_sock *s);
+void sdp_switch_track_both(struct sdp_sock *s);
+void sdp_switch_untrack_both(struct sdp_sock *s);
 int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
 				const struct sockaddr *sa, socklen_t len,
 				int sdp_err);

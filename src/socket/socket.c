@@ -18,6 +18,8 @@
 
 #include "engine/config.h"
 #include "engine/real.h"
+#include "engine/stats_shm.h"
+#include "engine/zcopy.h"
 #include "sdp/sdp.h"
 #include "socket/sock.h"
 
@@ -54,7 +56,7 @@ struct sdp_sock *sdp_sock_new(int domain, int flags, int *err)
 	atomic_init(&s->nonblock, !!(flags & SOCK_NONBLOCK));
 	s->sndbuf = (int)sdp_cfg.sndbuf;
 	s->rcvbuf = (int)sdp_cfg.rcvbuf;
-	s->zcopy_thresh = 0;
+	s->zcopy_thresh = -1;	/* the system default (SDP_ZCOPY_THRESH) */
 	s->shadow = -1;
 	return s;
 }
@@ -94,6 +96,8 @@ void sdp_sock_release(struct sdp_sock *s)
 		sdp_conn_close(s->conn, abort);	/* drops our reference */
 		s->conn = NULL;
 	}
+	if (s->in_both_list)
+		sdp_switch_untrack_both(s);
 	if (s->lsn) {
 		sdp_listen_close(s->lsn);
 		s->lsn = NULL;
@@ -301,6 +305,7 @@ static void conn_apply_options(struct sdp_conn *c, const struct sdp_sock *s)
 	c->oob_inline = !!s->oobinline;
 	c->sndbuf = (uint32_t)s->sndbuf;
 	c->rcvbuf = (uint32_t)s->rcvbuf;
+	sdp_zcopy_set_thresh_locked(c, s->zcopy_thresh);
 }
 
 /*
@@ -379,6 +384,7 @@ static int do_accept(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 	ns->sndbuf = s->sndbuf;
 	ns->rcvbuf = s->rcvbuf;
 	ns->linger = s->linger;
+	ns->zcopy_thresh = s->zcopy_thresh;
 	ns->kind = SDP_SK_CONN;
 	ns->conn = c;
 	pthread_mutex_lock(&c->lock);
@@ -389,6 +395,8 @@ static int do_accept(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 		copy_addr(&c->addr.peer, c->addr.peer_len, sa, len);
 	pthread_mutex_unlock(&c->lock);
 	nfd = sock_install(ns);
+	if (nfd >= 0)
+		sdp_stat_slot_set_fd(sdp_stat_conn_slot(c), nfd);	/* sdpstat */
 	r = nfd;
 out:
 	sdp_sock_put(s);
@@ -434,6 +442,7 @@ static int sock_connect_start(struct sdp_sock *s,
 	}
 	s->conn = c;
 	s->kind = SDP_SK_CONN;
+	sdp_stat_slot_set_fd(sdp_stat_conn_slot(c), s->ready.app_fd);
 	return 0;
 }
 
@@ -481,8 +490,8 @@ SDP_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		}
 	}
 	pthread_mutex_unlock(&s->lock);
-	if (r < 0 && s->switched && s->shadow >= 0 && !c && r != -EALREADY &&
-	    r != -EISCONN && r != -EINVAL) {
+	if (r < 0 && s->switched && s->shadow >= 0 && s->may_fallback && !c &&
+	    r != -EALREADY && r != -EISCONN && r != -EINVAL) {
 		r = switch_fallback(s, fd, sa, len, r);
 		goto out;
 	}
@@ -505,7 +514,7 @@ SDP_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	}
 	sdp_conn_put(c);
 	if (r < 0 && r != -EINPROGRESS && r != -EINTR && s->switched &&
-	    s->shadow >= 0)
+	    s->shadow >= 0 && s->may_fallback)
 		r = switch_fallback(s, fd, sa, len, r);
 out:
 	sdp_sock_put(s);

@@ -17,7 +17,9 @@
 #include <sys/ioctl.h>
 #include <sys/time.h>
 
+#include "engine/config.h"
 #include "engine/real.h"
+#include "engine/zcopy.h"
 #include "sdp/sdp.h"
 #include "socket/sock.h"
 
@@ -150,6 +152,74 @@ static int set_sol_socket(struct sdp_sock *s, int name, const void *v,
 	return 0;
 }
 
+/* SDP_ZCOPY_THRESH to the connection (it also gets it at connect/accept). */
+static void zcopy_push(struct sdp_sock *s)
+{
+	struct sdp_conn *c;
+
+	pthread_mutex_lock(&s->lock);
+	c = s->kind == SDP_SK_CONN ? s->conn : NULL;
+	if (c) {
+		pthread_mutex_lock(&c->lock);
+		sdp_zcopy_set_thresh_locked(c, s->zcopy_thresh);
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* getsockopt(SDP_ZCOPY_THRESH): the value in effect. */
+static int zcopy_thresh_get(struct sdp_sock *s)
+{
+	struct sdp_conn *c;
+	int v;
+
+	pthread_mutex_lock(&s->lock);
+	c = s->kind == SDP_SK_CONN ? s->conn : NULL;
+	if (c) {
+		pthread_mutex_lock(&c->lock);
+		v = (int)sdp_zcopy_thresh_locked(c);
+		pthread_mutex_unlock(&c->lock);
+	} else {
+		v = s->zcopy_thresh < 0 ? (int)sdp_cfg.zcopy_thresh :
+			s->zcopy_thresh;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return v;
+}
+
+/* getsockopt(SDP_ZCOPY_STATS). */
+static int zcopy_stats_get(struct sdp_sock *s, void *v, socklen_t *len)
+{
+	struct sdp_zcopy_stats st;
+	struct sdp_conn *c;
+
+	if (!v || !len)
+		return -EFAULT;
+	memset(&st, 0, sizeof(st));
+	pthread_mutex_lock(&s->lock);
+	c = s->kind == SDP_SK_CONN ? s->conn : NULL;
+	if (c) {
+		pthread_mutex_lock(&c->lock);
+		st.tx_adverts = c->stats.zc_tx_adverts;
+		st.tx_bytes = c->stats.zc_tx_bytes;
+		st.tx_declined = c->stats.zc_tx_declined;
+		st.tx_cancels = c->stats.zc_tx_cancels;
+		st.rx_adverts = c->stats.zc_rx_adverts;
+		st.rx_bytes = c->stats.zc_rx_bytes;
+		st.rx_declined = c->stats.zc_rx_declined;
+		st.thresh = sdp_zcopy_thresh_locked(c);
+		st.rdma = (uint32_t)sdp_zcopy_rdma_ok_locked(c);
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!c)
+		return -ENOTCONN;
+	if (*len > sizeof(st))
+		*len = sizeof(st);
+	memcpy(v, &st, *len);
+	return 0;
+}
+
 static int set_tcp(struct sdp_sock *s, int name, const void *v, socklen_t len)
 {
 	int val = 0, r = get_int(v, len, &val);
@@ -166,15 +236,19 @@ static int set_tcp(struct sdp_sock *s, int name, const void *v, socklen_t len)
 		return 0;
 	case TCP_KEEPINTVL: s->keepintvl = val; return 0;
 	case TCP_KEEPCNT: s->keepcnt = val; return 0;
+	case TCP_CONGESTION:
 	case TCP_QUICKACK:
 	case TCP_DEFER_ACCEPT:
 	case TCP_USER_TIMEOUT:
 	case TCP_FASTOPEN:
 		return 0;	/* no SDP equivalent; accepted */
 	case SDP_ZCOPY_THRESH:
-		if (val < 0)
+		/* 0: ZCopy off; else the smallest send/recv that goes ZCopy
+		 * (1 .. INT_MAX, taken as given); -1: the system default. */
+		if (val < -1)
 			return -EINVAL;
-		s->zcopy_thresh = val;	/* ZCopy is a later issue: stored */
+		s->zcopy_thresh = val;
+		zcopy_push(s);
 		return 0;
 	default:
 		return -ENOPROTOOPT;
@@ -285,6 +359,48 @@ static int conn_transport(struct sdp_sock *s)
 	return SDP_TRANSPORT_SHM;
 }
 
+/* TCP_INFO answered sensibly: state and MSS; no retransmissions
+ * (the RDMA transport is reliable), no congestion window. */
+static int tcp_info_get(struct sdp_sock *s, void *v, socklen_t *len)
+{
+	struct tcp_info ti;
+	struct sdp_conn *c;
+
+	if (!v || !len)
+		return -EFAULT;
+	memset(&ti, 0, sizeof(ti));
+	ti.tcpi_state = TCP_CLOSE;
+	pthread_mutex_lock(&s->lock);
+	c = s->kind == SDP_SK_CONN ? s->conn : NULL;
+	if (s->kind == SDP_SK_LISTEN)
+		ti.tcpi_state = TCP_LISTEN;
+	if (c) {
+		static const unsigned char map[SDP_ST_COUNT] = {
+			[SDP_ST_CLOSED] = TCP_CLOSE,
+			[SDP_ST_CONNECTING] = TCP_SYN_SENT,
+			[SDP_ST_ESTABLISHED] = TCP_ESTABLISHED,
+			[SDP_ST_FIN_WAIT] = TCP_FIN_WAIT1,
+			[SDP_ST_CLOSE_WAIT] = TCP_CLOSE_WAIT,
+			[SDP_ST_LAST_ACK] = TCP_LAST_ACK,
+			[SDP_ST_TIME_WAIT] = TCP_TIME_WAIT,
+			[SDP_ST_RESET] = TCP_CLOSE,
+		};
+
+		pthread_mutex_lock(&c->lock);
+		ti.tcpi_state = map[c->state];
+		if (c->peer_rcv_sz > SDP_BSDH_SIZE)
+			ti.tcpi_snd_mss = c->peer_rcv_sz - SDP_BSDH_SIZE;
+		ti.tcpi_rcv_mss = c->buf_size - SDP_BSDH_SIZE;
+		ti.tcpi_snd_cwnd = (uint32_t)(c->tx_credits > 0 ? c->tx_credits : 0);
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (*len > sizeof(ti))
+		*len = sizeof(ti);
+	memcpy(v, &ti, *len);
+	return 0;
+}
+
 static int get_tcp(struct sdp_sock *s, int name, void *v, socklen_t *len)
 {
 	switch (name) {
@@ -294,7 +410,20 @@ static int get_tcp(struct sdp_sock *s, int name, void *v, socklen_t *len)
 	case TCP_KEEPINTVL: return put_int(v, len, s->keepintvl ? s->keepintvl : 75);
 	case TCP_KEEPCNT: return put_int(v, len, s->keepcnt ? s->keepcnt : 9);
 	case TCP_MAXSEG: return put_int(v, len, max_seg(s));
-	case SDP_ZCOPY_THRESH: return put_int(v, len, s->zcopy_thresh);
+	case SDP_ZCOPY_THRESH: return put_int(v, len, zcopy_thresh_get(s));
+	case TCP_INFO: return tcp_info_get(s, v, len);
+	case TCP_CONGESTION: {
+		/* No congestion control: credits.  Programs just print it. */
+		static const char cc[16] = "sdp";
+
+		if (!v || !len)
+			return -EFAULT;
+		if (*len > sizeof(cc))
+			*len = sizeof(cc);
+		memcpy(v, cc, *len);
+		return 0;
+	}
+	case SDP_ZCOPY_STATS: return zcopy_stats_get(s, v, len);
 	case SDP_LAST_BIND_ERR: return put_int(v, len, s->last_bind_err);
 	case SDP_CONN_TRANSPORT: return put_int(v, len, conn_transport(s));
 	default:

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "engine/config.h"
+#include "engine/progress.h"
 #include "engine/real.h"
 #include "policy/policy.h"
 #include "sdp/sdp.h"
@@ -57,12 +58,124 @@ static void switch_init(void)
 	}
 }
 
+/*
+ * fork() and "both" listeners.  A listener's accept queue lives in the
+ * memory of the process that created it, so children (pre-forking servers:
+ * nginx workers, Apache) could not accept its SDP connections.  At fork()
+ * every "both" listener therefore becomes the plain kernel TCP listener in
+ * every process of the family: TCP clients are served by whoever accepts,
+ * SDP clients are refused and fall back to TCP.  Correct, not accelerated
+ * (README: limitations).
+ */
+static pthread_mutex_t both_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sdp_sock *both_head;
+
+void sdp_switch_track_both(struct sdp_sock *s)
+{
+	pthread_mutex_lock(&both_lock);
+	atomic_fetch_add(&s->refs, 1);
+	s->both_next = both_head;
+	both_head = s;
+	s->in_both_list = 1;
+	pthread_mutex_unlock(&both_lock);
+}
+
+void sdp_switch_untrack_both(struct sdp_sock *s)
+{
+	struct sdp_sock **pp;
+
+	pthread_mutex_lock(&both_lock);
+	for (pp = &both_head; *pp; pp = &(*pp)->both_next) {
+		if (*pp == s) {
+			*pp = s->both_next;
+			s->in_both_list = 0;
+			atomic_fetch_sub(&s->refs, 1);	/* never the last */
+			break;
+		}
+	}
+	pthread_mutex_unlock(&both_lock);
+}
+
+static void listener_to_tcp(struct sdp_sock *s, int child)
+{
+	struct sdp_listen *l = s->lsn;
+	struct sdp_sock *taken;
+	int fd = s->ready.app_fd, tcp, cloexec, fl;
+
+	if (!l || l->tcp_fd < 0)
+		return;
+	tcp = l->tcp_fd;
+	cloexec = sdp_real.fcntl(fd, F_GETFD);
+	fl = sdp_real.fcntl(tcp, F_GETFL);
+	sdp_real.fcntl(tcp, F_SETFL, atomic_load(&s->nonblock) ?
+		       (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK));
+	if (!child)
+		sdp_progress_unwatch(tcp);
+	if (sdp_real.dup3(tcp, fd, cloexec > 0 && (cloexec & FD_CLOEXEC) ?
+			  O_CLOEXEC : 0) < 0)
+		return;
+	sdp_real.close(tcp);
+	l->tcp_fd = -1;
+	taken = sdp_fd_take(fd);
+	if (taken) {
+		atomic_fetch_sub(&taken->nfds, 1);
+		atomic_fetch_sub(&taken->refs, 1);	/* the table's */
+	}
+	if (child) {
+		/* Our copies only: the parent's queue is not ours to touch. */
+		if (l->tl)
+			sdp_tp_default()->close_listener(l->tl);
+		l->tl = NULL;
+	} else {
+		sdp_listen_close(l);
+	}
+	s->lsn = NULL;
+	s->kind = SDP_SK_NEW;
+	sdp_ready_release(&s->ready);
+	sdp_log(SDP_LOG_INFO, "fd %d: listener over TCP only after fork()", fd);
+}
+
+static void both_before_fork(void)
+{
+	pthread_mutex_lock(&both_lock);
+}
+
+static void both_after_fork(int child)
+{
+	struct sdp_sock *s, *next;
+
+	for (s = both_head; s; s = next) {
+		next = s->both_next;
+		listener_to_tcp(s, child);
+		s->in_both_list = 0;
+		if (!child)
+			sdp_sock_put(s);
+	}
+	both_head = NULL;
+	if (child)
+		pthread_mutex_init(&both_lock, NULL);
+	else
+		pthread_mutex_unlock(&both_lock);
+}
+
+static void both_after_fork_parent(void)
+{
+	both_after_fork(0);
+}
+
+static void both_after_fork_child(void)
+{
+	both_after_fork(1);
+}
+
 /* Loaded by the dynamic linker: read the policy before main() may rename
  * itself (argv[0]) and before any socket exists. */
 __attribute__((constructor)) static void switch_ctor(void)
 {
 	if (sdp_real_init() == 0)
 		pthread_once(&SW.once, switch_init);
+	pthread_atfork(both_before_fork, both_after_fork_parent,
+		       both_after_fork_child);
 }
 
 static const struct sdp_policy *policy(void)
@@ -322,8 +435,10 @@ int sdp_switch_listen(struct sdp_sock *s, int fd, int backlog)
 		}
 		/* The listener owns the TCP side from now on. */
 		r = sdp_listen_add_tcp(s->lsn, s->shadow);
-		if (r == 0)
+		if (r == 0) {
 			s->shadow = -1;
+			sdp_switch_track_both(s);
+		}
 	} else if (s->shadow >= 0) {
 		sdp_real.close(s->shadow);	/* "sdp": SDP only */
 		s->shadow = -1;
@@ -359,6 +474,8 @@ int sdp_switch_connect(struct sdp_sock *s, int fd, const struct sockaddr *sa,
 		return 1;
 	v = sdp_policy_match(policy(), SDP_ROLE_CLIENT, SW.program, sa, &rule);
 	log_decision("connect", v, rule);
+	/* "sdp" for this destination: no silent fallback to TCP. */
+	s->may_fallback = v == SDP_POLICY_BOTH;
 	if (v != SDP_POLICY_TCP || s->shadow < 0)
 		return 1;
 	pthread_mutex_lock(&s->lock);

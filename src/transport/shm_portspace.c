@@ -38,6 +38,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "transport/fdhigh.h"
 #include "transport/shm.h"
 
 #define SHM_NAME_PREFIX "libsdp/v1/"
@@ -218,7 +219,8 @@ int sdp__shm_name_parse(const char *path, size_t len, struct shm_addr *a)
 
 static int unix_socket(void)
 {
-	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int s = sdp_fd_high(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK |
+					  SOCK_CLOEXEC, 0));
 
 	return s < 0 ? -errno : s;
 }
@@ -429,7 +431,7 @@ int sdp__shm_listen(struct sdp_listener *sl, int backlog)
 	if (listen(l->sock, backlog > 0 ? backlog : 1))
 		return -errno;
 	if (l->epfd < 0) {
-		l->epfd = epoll_create1(EPOLL_CLOEXEC);
+		l->epfd = sdp_fd_high(epoll_create1(EPOLL_CLOEXEC));
 		if (l->epfd < 0)
 			return -errno;
 		ev.data.fd = l->sock;
@@ -471,8 +473,8 @@ static void accept_pending(struct shm_listener *l)
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 		struct shm_pending *p;
 		int one = 1;
-		int s = accept4(l->sock, NULL, NULL,
-				SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int s = sdp_fd_high(accept4(l->sock, NULL, NULL,
+					    SOCK_NONBLOCK | SOCK_CLOEXEC));
 
 		if (s < 0)
 			return;

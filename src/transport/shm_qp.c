@@ -35,6 +35,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "transport/fdhigh.h"
 #include "transport/shm.h"
 
 static uint32_t roundup_pow2(uint32_t v)
@@ -117,8 +118,8 @@ int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_qp **out)
 	qp->lcq = calloc(attr->max_send_wr, sizeof(*qp->lcq));
 	if (!qp->rwr || !qp->lcq)
 		goto err_unmap;
-	qp->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	qp->epfd = epoll_create1(EPOLL_CLOEXEC);
+	qp->evfd = sdp_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+	qp->epfd = sdp_fd_high(epoll_create1(EPOLL_CLOEXEC));
 	ev.data.fd = qp->evfd;
 	if (qp->evfd < 0 || qp->epfd < 0 ||
 	    epoll_ctl(qp->epfd, EPOLL_CTL_ADD, qp->evfd, &ev)) {

@@ -38,6 +38,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "transport/fdhigh.h"
 #include "transport/shm.h"
 
 void sdp__shm_rdma_probe(struct shm_qp *qp)
@@ -70,7 +71,8 @@ void sdp__shm_rdma_probe(struct shm_qp *qp)
 	}
 	qp->caps.rdma = 1;
 	qp->caps.rdma_reason[0] = '\0';
-	qp->peer_pidfd = (int)syscall(SYS_pidfd_open, qp->peer_pid, 0);
+	qp->peer_pidfd = sdp_fd_high((int)syscall(SYS_pidfd_open,
+						     qp->peer_pid, 0));
 }
 
 /* Has the peer process exited?  (No pidfd support: rely on the socket.) */

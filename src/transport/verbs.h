@@ -122,6 +122,7 @@ struct vb_qp {
 	struct vb_mr *mrs;
 	struct sdp_cm_event ev[VB_MAX_EVENTS];
 	uint32_t ev_head, ev_count;
+	uint32_t max_inline;		/* IBV_SEND_INLINE limit of the QP */
 	uint8_t hello[VB_HELLO_WIRE];	/* connect(): REQ private data */
 	struct sdp_tp_addr addr;
 
@@ -160,6 +161,7 @@ struct vb_global {
 	int ndevices;			/* ibv devices at start-up */
 	int err;			/* why unavailable (negative errno) */
 	pthread_mutex_t lock;		/* device list */
+	pthread_mutex_t cm_lock;	/* held by the event thread per event */
 	struct vb_dev *devs;
 	pthread_t thread;
 };

@@ -23,7 +23,11 @@
  * Output is TAP-like ("ok N - ...", "not ok N - ..."); exit 0 when all pass,
  * 77 (skip) when libsdp.so is not preloaded.
  *
- *   sdp_fallback [--bytes N] [--only a..f]
+ *   sdp_fallback [--bytes N] [--only a..f] [--known CASES]
+ *
+ * --known CASES lists cases whose failing checks are reported as
+ * "not ok ... # TODO known failure" without failing the run (the list is
+ * kept explicit in tests/run.sh).
  */
 #include "itest_common.h"
 
@@ -40,7 +44,9 @@ static uint64_t opt_bytes = 8u << 20;
 static char self_exe[4096];
 static const char *preload_value; /* this process's LD_PRELOAD */
 static char tmpdir[256];
-static int ntest, nfail;
+static int ntest, nfail, nknown;
+static const char *opt_known = ""; /* --known CASES: expected to fail */
+static char cur_case;
 
 static void check(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void check(int cond, const char *fmt, ...)
@@ -52,9 +58,13 @@ static void check(int cond, const char *fmt, ...)
 	vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
 	ntest++;
-	if (!cond)
+	int known = cur_case && strchr(opt_known, cur_case);
+	if (!cond && known)
+		nknown++;
+	else if (!cond)
 		nfail++;
-	printf("%sok %d - %s\n", cond ? "" : "not ", ntest, buf);
+	printf("%sok %d - %s%s\n", cond ? "" : "not ", ntest, buf,
+	       known ? (cond ? " # known failure passed (fixed?)" : " # TODO known failure") : "");
 	fflush(stdout);
 }
 
@@ -402,12 +412,14 @@ int main(int argc, char **argv)
 			opt_bytes = parse_size(argv[++i]);
 		else if (!strcmp(argv[i], "--only") && i + 1 < argc)
 			only = argv[++i];
+		else if (!strcmp(argv[i], "--known") && i + 1 < argc)
+			opt_known = argv[++i];
 		else if (!strcmp(argv[i], "--role") && i + 1 < argc)
 			role = argv[++i];
 		else if (role && !strcmp(role, "client") && !cport)
 			cport = (uint16_t)atoi(argv[i]);
 		else {
-			fprintf(stderr, "usage: sdp_fallback [--bytes N] [--only abcdef]\n");
+			fprintf(stderr, "usage: sdp_fallback [--bytes N] [--only abcdef] [--known CASES]\n");
 			return 2;
 		}
 	}
@@ -443,6 +455,7 @@ int main(int argc, char **argv)
 	proc_t cli;
 
 	if (selected(only, 'a')) {
+		cur_case = 'a';
 		r = run_case("a", 0, 1, log2, NULL, &cli);
 		check_data("a (plain server, preloaded client)", &r);
 		check(r.ok && !strcmp(r.client_tr, "tcp"),
@@ -459,6 +472,7 @@ int main(int argc, char **argv)
 			show_stderr(&cli, "client");
 	}
 	if (selected(only, 'b')) {
+		cur_case = 'b';
 		r = run_case("b", 1, 0, NULL, NULL, NULL);
 		check_data("b (preloaded server, plain client)", &r);
 		check(r.ok && !strcmp(r.server_tr, "tcp"),
@@ -467,12 +481,14 @@ int main(int argc, char **argv)
 		      r.client_tr);
 	}
 	if (selected(only, 'c')) {
+		cur_case = 'c';
 		r = run_case("c", 1, 1, NULL, NULL, NULL);
 		check_data("c (both preloaded)", &r);
 		check(r.ok && !strcmp(r.server_tr, "shm") && !strcmp(r.client_tr, "shm"),
 		      "c: both ends are SDP (server %s, client %s)", r.server_tr, r.client_tr);
 	}
 	if (selected(only, 'd')) {
+		cur_case = 'd';
 		char envcfg[340];
 		snprintf(cfg_path, sizeof cfg_path, "%s/d.conf", tmpdir);
 		snprintf(envcfg, sizeof envcfg, "LIBSDP_CONFIG_FILE=%s", cfg_path);
@@ -490,6 +506,7 @@ int main(int argc, char **argv)
 			show_stderr(&cli, "client");
 	}
 	if (selected(only, 'e')) {
+		cur_case = 'e';
 		char envcfg[340], path[300];
 		snprintf(path, sizeof path, "%s/e.conf", tmpdir);
 		write_file(path, "use sdp client * *:*\n");
@@ -502,6 +519,7 @@ int main(int argc, char **argv)
 		check(r.ok && r.connect_us < limit_us, "e: refused at once (%ld us)", r.connect_us);
 	}
 	if (selected(only, 'f')) {
+		cur_case = 'f';
 		char envcfg[340], path[300], want[340];
 		snprintf(path, sizeof path, "%s/f.conf", tmpdir);
 		/* line 3 is a typo: if it were guessed as `client`, the connection
@@ -535,7 +553,8 @@ int main(int argc, char **argv)
 		      lines, named);
 		printf("# f: client stderr: %s", e);
 	}
-	printf("%d tests, %d failed\n", ntest, nfail);
+	printf("%d tests, %d failed, %d known failures (--known %s)\n", ntest, nfail, nknown,
+	       *opt_known ? opt_known : "none");
 	if (!nfail) {
 		/* keep the temporary files of a failed run for inspection */
 		DIR *d = opendir(tmpdir);

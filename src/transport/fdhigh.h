@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fdhigh.h — keep the library's own descriptors out of the application's way.
+ *
+ * Programs size tables by descriptor number (nginx's connection array, wrk's
+ * event loop of 10 + 3 x connections, select()'s FD_SETSIZE): if every SDP
+ * socket also took the next few low numbers for the library's internal
+ * descriptors, an application would see its numbers grow several times as
+ * fast as with TCP and overflow those tables.  So internal descriptors are
+ * moved to the top quarter of RLIMIT_NOFILE; the application's own SDP
+ * descriptor is then the only low number an SDP socket uses, as with TCP.
+ */
+#ifndef SDP_FDHIGH_H
+#define SDP_FDHIGH_H
+
+/* Move `fd` high (close-on-exec) and return the new number; on any failure
+ * (no room up there) return `fd` unchanged.  Negative input passes through. */
+int sdp_fd_high(int fd);
+
+#endif

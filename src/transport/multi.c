@@ -1,0 +1,326 @@
+// SPDX-License-Identifier: MIT
+/*
+ * multi.c — the port space over several providers, and the choice of
+ * provider per connection (see multi.h).
+ *
+ * A combined listener holds an shm listener and, when the address is on an
+ * RDMA device, a verbs listener bound to the same address and port.  Its fd
+ * is an epoll fd over both; requests are wrapped with the provider they came
+ * from so that create_qp_from_req/reject reach the right one.  Only the port
+ * space goes through here: QPs carry their own provider's ops.
+ */
+#include "transport/multi.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "transport/shm.h"
+
+#define MULTI_BIND_TRIES 16
+
+#ifdef SDP_HAVE_VERBS
+static const struct sdp_transport_ops *verbs_ops(void)
+{
+	return sdp_verbs_available() == 0 ? sdp_verbs_transport.ops : NULL;
+}
+#else
+int sdp_verbs_available(void)
+{
+	return -ENOSYS;
+}
+
+static const struct sdp_transport_ops *verbs_ops(void)
+{
+	return NULL;
+}
+#endif
+
+struct multi_listener {
+	struct sdp_tp_object obj;
+	struct sdp_listener *shm;
+	struct sdp_listener *verbs;	/* NULL: not on an RDMA device */
+	int epfd;
+};
+
+struct multi_req {
+	const struct sdp_transport_ops *ops;
+	struct sdp_conn_req *req;
+};
+
+static struct sdp_transport_ops multi_ops;
+#define ML(l) ((struct multi_listener *)(l))
+#define SHM (sdp_shm_transport.ops)
+
+static uint16_t sa_port(const struct sockaddr *sa)
+{
+	return ntohs(sa->sa_family == AF_INET6 ?
+		     ((const struct sockaddr_in6 *)sa)->sin6_port :
+		     ((const struct sockaddr_in *)sa)->sin_port);
+}
+
+static int multi_bind_once(const struct sockaddr *addr, socklen_t len,
+			   struct multi_listener *ml)
+{
+	const struct sdp_transport_ops *v = verbs_ops();
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int r;
+
+	r = SHM->bind(addr, len, &ml->shm);
+	if (r < 0 || !v)
+		return r;
+	/* The same address and the port shm got, on the RDMA CM too. */
+	SHM->bound_addr(ml->shm, &ss, &sl);
+	r = v->bind((struct sockaddr *)&ss, sl, &ml->verbs);
+	if (r == 0)
+		return 0;
+	ml->verbs = NULL;
+	if (r == -EADDRINUSE) {
+		SHM->close_listener(ml->shm);
+		ml->shm = NULL;
+		return r;
+	}
+	return 0;	/* not an RDMA address: shm only */
+}
+
+static int multi_bind(const struct sockaddr *addr, socklen_t len,
+		      struct sdp_listener **out)
+{
+	struct multi_listener *ml;
+	int r, i;
+
+	ml = calloc(1, sizeof(*ml));
+	if (!ml)
+		return -ENOMEM;
+	ml->obj.ops = &multi_ops;
+	ml->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (ml->epfd < 0) {
+		free(ml);
+		return -errno;
+	}
+	for (i = 0; i < MULTI_BIND_TRIES; i++) {
+		r = multi_bind_once(addr, len, ml);
+		/* An ephemeral port free for shm but taken on the RDMA CM:
+		 * try another one. */
+		if (r != -EADDRINUSE || sa_port(addr) != 0)
+			break;
+	}
+	if (r < 0) {
+		close(ml->epfd);
+		free(ml);
+		return r;
+	}
+	*out = (struct sdp_listener *)ml;
+	return 0;
+}
+
+static int multi_bound_addr(struct sdp_listener *l, struct sockaddr_storage *ss,
+			    socklen_t *len)
+{
+	return SHM->bound_addr(ML(l)->shm, ss, len);
+}
+
+static int watch(int epfd, int fd, uint32_t tag)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = tag };
+
+	if (fd < 0)
+		return fd;
+	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+static int multi_listen(struct sdp_listener *l, int backlog)
+{
+	struct multi_listener *ml = ML(l);
+	const struct sdp_transport_ops *v = verbs_ops();
+	int r;
+
+	r = SHM->listen(ml->shm, backlog);
+	if (r < 0)
+		return r;
+	r = watch(ml->epfd, SHM->listener_fd(ml->shm), 0);
+	if (r < 0 && r != -EEXIST)
+		return r;
+	if (ml->verbs && (v->listen(ml->verbs, backlog) < 0 ||
+			  watch(ml->epfd, v->listener_fd(ml->verbs), 1) < 0)) {
+		v->close_listener(ml->verbs);	/* shm only */
+		ml->verbs = NULL;
+	}
+	return 0;
+}
+
+static int multi_listener_fd(struct sdp_listener *l)
+{
+	return ML(l)->epfd;
+}
+
+static int multi_get_request(struct sdp_listener *l, struct sdp_conn_req **req,
+			     void *priv, uint32_t *priv_len)
+{
+	struct multi_listener *ml = ML(l);
+	const struct sdp_transport_ops *ops = SHM;
+	struct sdp_listener *sub = ml->shm;
+	uint32_t cap = *priv_len;
+	struct multi_req *mr;
+	struct sdp_conn_req *in;
+	int r;
+
+	r = ops->get_request(sub, &in, priv, priv_len);
+	if (r == -EAGAIN && ml->verbs) {
+		ops = verbs_ops();
+		*priv_len = cap;
+		r = ops->get_request(ml->verbs, &in, priv, priv_len);
+	}
+	if (r < 0)
+		return r;
+	mr = malloc(sizeof(*mr));
+	if (!mr) {
+		ops->reject(in);
+		return -EAGAIN;
+	}
+	mr->ops = ops;
+	mr->req = in;
+	*req = (struct sdp_conn_req *)mr;
+	return 0;
+}
+
+static void multi_reject(struct sdp_conn_req *req)
+{
+	struct multi_req *mr = (struct multi_req *)req;
+
+	mr->ops->reject(mr->req);
+	free(mr);
+}
+
+static int multi_create_qp_from_req(struct sdp_conn_req *req,
+				    const struct sdp_qp_attr *attr,
+				    struct sdp_qp **out)
+{
+	struct multi_req *mr = (struct multi_req *)req;
+	const struct sdp_transport_ops *ops = mr->ops;
+	struct sdp_conn_req *in = mr->req;
+
+	free(mr);
+	return ops->create_qp_from_req(in, attr, out);
+}
+
+static void multi_close_listener(struct sdp_listener *l)
+{
+	struct multi_listener *ml = ML(l);
+
+	if (ml->shm)
+		SHM->close_listener(ml->shm);
+	if (ml->verbs)
+		verbs_ops()->close_listener(ml->verbs);
+	close(ml->epfd);
+	free(ml);
+}
+
+static int multi_create_qp(const struct sdp_qp_attr *attr, struct sdp_qp **out)
+{
+	return SHM->create_qp(attr, out);
+}
+
+static struct sdp_transport_ops multi_ops = {
+	.bind = multi_bind,
+	.bound_addr = multi_bound_addr,
+	.listen = multi_listen,
+	.listener_fd = multi_listener_fd,
+	.get_request = multi_get_request,
+	.reject = multi_reject,
+	.close_listener = multi_close_listener,
+	.create_qp = multi_create_qp,
+	.create_qp_from_req = multi_create_qp_from_req,
+};
+
+/* ---- the choice -------------------------------------------------------------- */
+
+enum tp_mode { TP_AUTO, TP_SHM, TP_LOOP, TP_VERBS };
+
+static enum tp_mode mode;
+static pthread_once_t mode_once = PTHREAD_ONCE_INIT;
+
+static void mode_init(void)
+{
+	const char *t = getenv("SDP_TRANSPORT");
+
+	if (t && !strcmp(t, "loop"))
+		mode = TP_LOOP;
+	else if (t && !strcmp(t, "shm"))
+		mode = TP_SHM;
+	else if (t && !strcmp(t, "verbs"))
+		mode = TP_VERBS;
+	else if (verbs_ops())
+		mode = TP_AUTO;
+	else
+		mode = TP_SHM;	/* no RDMA here: exactly the shm behaviour */
+	sdp_transport_fill_defaults(&multi_ops);
+}
+
+const struct sdp_transport_ops *sdp_tp_select_default(void)
+{
+	pthread_once(&mode_once, mode_init);
+	switch (mode) {
+	case TP_LOOP:
+		return sdp_loop_transport.ops;
+	case TP_SHM:
+		return SHM;
+#ifdef SDP_HAVE_VERBS
+	case TP_VERBS:
+		return sdp_verbs_transport.ops;
+#endif
+	default:
+		return &multi_ops;
+	}
+}
+
+const struct sdp_transport_ops *sdp_tp_for_dest(const struct sockaddr *dst,
+						socklen_t len)
+{
+	const struct sdp_transport_ops *ops = sdp_tp_select_default();
+	struct shm_addr a;
+	int v6;
+
+	if (ops != &multi_ops)
+		return ops;
+	if (sdp__shm_addr_parse(dst, len, &a, &v6) == 0 &&
+	    sdp__shm_addr_is_local(&a) == 1)
+		return SHM;
+	return verbs_ops() ? verbs_ops() : SHM;
+}
+
+struct sdp_listener *sdp_tp_local_for(const struct sdp_transport_ops *ops,
+				      struct sdp_listener *local)
+{
+	struct multi_listener *ml;
+	struct sdp_listener *keep = NULL;
+
+	if (!local || SDP_TP(local) != &multi_ops)
+		return local;
+	ml = ML(local);
+	if (ops == SHM) {
+		keep = ml->shm;
+		ml->shm = NULL;
+	} else if (ml->verbs && ops == verbs_ops()) {
+		keep = ml->verbs;
+		ml->verbs = NULL;
+	}
+	multi_close_listener(local);
+	return keep;
+}
+
+const char *sdp_tp_name(const struct sdp_transport_ops *ops)
+{
+	if (ops == SHM)
+		return "shm";
+	if (ops == sdp_loop_transport.ops)
+		return "loop";
+	if (ops == &multi_ops)
+		return "shm+verbs";
+	return "verbs";
+}

@@ -1,0 +1,399 @@
+// SPDX-License-Identifier: MIT
+/*
+ * verbs_dev.c — process-wide state of the verbs transport: the CM event
+ * channel, the per-device PD / completion channel / shared CQ, the event
+ * thread, completion dispatch from a shared CQ to per-QP software CQs, and
+ * the wait/kick/notify half of the transport interface.
+ *
+ * Producer/consumer: completions are produced by the device into the shared
+ * CQ; whoever holds dev->lock drains it (the event thread when the channel
+ * fires, or any poll_cq caller) and moves each one into its QP's software CQ,
+ * where only that QP's poll_cq consumes it.  The shared CQ stays armed at all
+ * times, so a completion nobody polls for still wakes the event thread, which
+ * wakes the QP's waiters and (if armed) its eventfd: nothing can be missed by
+ * a sleeper that followed the wait_seq()/req_notify() rules.
+ */
+#include "transport/verbs.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+struct vb_global sdp__vb = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.cm_lock = PTHREAD_MUTEX_INITIALIZER,
+};
+static pthread_once_t vb_once = PTHREAD_ONCE_INIT;
+
+static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val,
+		  const struct timespec *ts)
+{
+	return syscall(SYS_futex, uaddr, op, val, ts, NULL, 0);
+}
+
+/* ---- event thread ---------------------------------------------------------- */
+
+static void cq_event(struct vb_dev *d)
+{
+	struct ibv_cq *cq;
+	void *ctx;
+
+	while (ibv_get_cq_event(d->ch, &cq, &ctx) == 0)
+		ibv_ack_cq_events(cq, 1);
+	/* Re-arm first, then drain: a completion after the drain fires again. */
+	ibv_req_notify_cq(d->cq, 0);
+	sdp__verbs_dev_drain(d);
+}
+
+static void cm_events(void)
+{
+	struct rdma_cm_event *e;
+
+	while (rdma_get_cm_event(sdp__vb.cm, &e) == 0) {
+		pthread_mutex_lock(&sdp__vb.cm_lock);
+		sdp__verbs_cm_event(e);	/* acks the event */
+		pthread_mutex_unlock(&sdp__vb.cm_lock);
+	}
+}
+
+static void *event_thread(void *arg)
+{
+	struct epoll_event ev[16];
+	int n, i;
+
+	for (;;) {
+		n = epoll_wait(sdp__vb.epfd, ev, 16, -1);
+		for (i = 0; i < n; i++) {
+			if (ev[i].data.ptr)
+				cq_event(ev[i].data.ptr);
+			else
+				cm_events();
+		}
+	}
+	return arg;
+}
+
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
+static void vb_init_once(void)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	struct ibv_device **list;
+	sigset_t all, old;
+	int r;
+
+	list = ibv_get_device_list(&sdp__vb.ndevices);
+	if (!list || sdp__vb.ndevices == 0) {
+		if (list)
+			ibv_free_device_list(list);
+		sdp__vb.err = -ENODEV;
+		return;
+	}
+	ibv_free_device_list(list);
+	sdp__vb.cm = rdma_create_event_channel();
+	if (!sdp__vb.cm) {
+		sdp__vb.err = errno ? -errno : -ENODEV;
+		return;
+	}
+	sdp__vb.epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (sdp__vb.epfd < 0 || set_nonblock(sdp__vb.cm->fd) < 0 ||
+	    epoll_ctl(sdp__vb.epfd, EPOLL_CTL_ADD, sdp__vb.cm->fd, &ev) < 0) {
+		sdp__vb.err = -errno;
+		return;
+	}
+	/* The thread must never take the application's signals. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = pthread_create(&sdp__vb.thread, NULL, event_thread, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r) {
+		sdp__vb.err = -r;
+		return;
+	}
+	pthread_detach(sdp__vb.thread);
+}
+
+/* 0 when the transport is usable: a device exists and the CM answers. */
+int sdp__verbs_init(void)
+{
+	pthread_once(&vb_once, vb_init_once);
+	return sdp__vb.err;
+}
+
+/* ---- devices --------------------------------------------------------------- */
+
+static int dev_open(struct ibv_context *ctx, struct vb_dev **out)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct ibv_device_attr da;
+	struct vb_dev *d;
+	int r = -ENOMEM;
+
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	pthread_mutex_init(&d->lock, NULL);
+	d->ctx = ctx;
+	if (ibv_query_device(ctx, &da))
+		goto err;
+	d->max_cqe = da.max_cqe;
+	d->max_rd_atom = da.max_qp_rd_atom < VB_RD_ATOM ? da.max_qp_rd_atom :
+			 VB_RD_ATOM;
+	d->pd = ibv_alloc_pd(ctx);
+	d->ch = d->pd ? ibv_create_comp_channel(ctx) : NULL;
+	d->cq_cap = VB_CQ_INIT < d->max_cqe ? VB_CQ_INIT : d->max_cqe;
+	d->cq = d->ch ? ibv_create_cq(ctx, d->cq_cap, d, d->ch, 0) : NULL;
+	if (!d->cq)
+		goto err;
+	r = set_nonblock(d->ch->fd);
+	if (r < 0)
+		goto err;
+	if (ibv_req_notify_cq(d->cq, 0)) {
+		r = -EIO;
+		goto err;
+	}
+	ev.data.ptr = d;
+	if (epoll_ctl(sdp__vb.epfd, EPOLL_CTL_ADD, d->ch->fd, &ev) < 0) {
+		r = -errno;
+		goto err;
+	}
+	*out = d;
+	return 0;
+err:
+	if (d->cq)
+		ibv_destroy_cq(d->cq);
+	if (d->ch)
+		ibv_destroy_comp_channel(d->ch);
+	if (d->pd)
+		ibv_dealloc_pd(d->pd);
+	free(d);
+	return r;
+}
+
+/* The shared state of the device behind `ctx` (created on first use; kept
+ * for the life of the process, like the device context librdmacm holds). */
+int sdp__verbs_dev_get(struct ibv_context *ctx, struct vb_dev **out)
+{
+	struct vb_dev *d;
+	int r = 0;
+
+	pthread_mutex_lock(&sdp__vb.lock);
+	for (d = sdp__vb.devs; d && d->ctx != ctx; d = d->next)
+		;
+	if (!d) {
+		r = dev_open(ctx, &d);
+		if (r == 0) {
+			d->next = sdp__vb.devs;
+			sdp__vb.devs = d;
+		}
+	}
+	pthread_mutex_unlock(&sdp__vb.lock);
+	*out = d;
+	return r;
+}
+
+/* Reserve `entries` CQ entries and a table slot for `qp`. */
+int sdp__verbs_dev_attach(struct vb_dev *d, struct vb_qp *qp, int entries)
+{
+	uint32_t i;
+	int r = 0;
+
+	pthread_mutex_lock(&d->lock);
+	if (d->cq_used + entries > d->cq_cap) {
+		int want = d->cq_cap;
+
+		while (want < d->cq_used + entries && want < d->max_cqe)
+			want *= 2;
+		if (want > d->max_cqe)
+			want = d->max_cqe;
+		if (d->cq_used + entries > want || ibv_resize_cq(d->cq, want)) {
+			r = -ENOMEM;
+			goto out;
+		}
+		d->cq_cap = want;
+	}
+	for (i = 0; i < d->ntab && d->tab[i]; i++)
+		;
+	if (i == d->ntab) {
+		uint32_t n = d->ntab ? d->ntab * 2 : 64;
+		struct vb_qp **t = realloc(d->tab, n * sizeof(*t));
+		uint32_t *g;
+
+		if (!t) {
+			r = -ENOMEM;
+			goto out;
+		}
+		d->tab = t;
+		g = realloc(d->tab_gen, n * sizeof(*g));
+		if (!g) {
+			r = -ENOMEM;
+			goto out;
+		}
+		d->tab_gen = g;
+		memset(t + d->ntab, 0, (n - d->ntab) * sizeof(*t));
+		memset(g + d->ntab, 0, (n - d->ntab) * sizeof(*g));
+		d->ntab = n;
+	}
+	d->tab[i] = qp;
+	qp->slot = i;
+	qp->gen = ++d->tab_gen[i] & 0xfff;
+	d->cq_used += entries;
+out:
+	pthread_mutex_unlock(&d->lock);
+	return r;
+}
+
+/* After the hardware QP is gone: drop its leftover completions, free the
+ * slot and the CQ entries. */
+void sdp__verbs_dev_detach(struct vb_dev *d, struct vb_qp *qp, int entries)
+{
+	sdp__verbs_dev_drain(d);
+	pthread_mutex_lock(&d->lock);
+	if (qp->slot < d->ntab && d->tab[qp->slot] == qp)
+		d->tab[qp->slot] = NULL;
+	d->cq_used -= entries;
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* Move every completion of the shared CQ to its QP. */
+void sdp__verbs_dev_drain(struct vb_dev *d)
+{
+	struct ibv_wc wc[32];
+	struct vb_qp *qp;
+	uint32_t s;
+	int n, i;
+
+	pthread_mutex_lock(&d->lock);
+	do {
+		n = ibv_poll_cq(d->cq, 32, wc);
+		for (i = 0; i < n; i++) {
+			s = VB_WRID_SLOT(wc[i].wr_id);
+			if (s >= d->ntab || !(qp = d->tab[s]) ||
+			    qp->gen != VB_WRID_GEN(wc[i].wr_id))
+				continue;	/* a destroyed QP's leftover */
+			sdp__verbs_dispatch_wc(qp, &wc[i]);
+		}
+	} while (n == 32);
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* ---- waking and waiting ------------------------------------------------------ */
+
+/* Something happened on `qp`: tell sleepers and the armed progress fd. */
+void sdp__verbs_bump(struct vb_qp *qp)
+{
+	uint64_t one = 1;
+
+	atomic_fetch_add(&qp->seq, 1);
+	if (atomic_load(&qp->waiters))
+		futex(&qp->seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+	if (atomic_exchange(&qp->armed, 0)) {
+		if (write(qp->evfd, &one, sizeof(one)) < 0) {
+			/* eventfd full: it is readable anyway */
+		}
+	}
+}
+
+void sdp__verbs_push_event(struct vb_qp *qp, enum sdp_cm_event_type type,
+			   int err, const void *priv, uint32_t priv_len)
+{
+	struct sdp_cm_event *ev;
+
+	pthread_mutex_lock(&qp->lock);
+	if (qp->ev_count < VB_MAX_EVENTS) {
+		ev = &qp->ev[(qp->ev_head + qp->ev_count++) % VB_MAX_EVENTS];
+		memset(ev, 0, sizeof(*ev));
+		ev->type = type;
+		ev->err = err;
+		if (priv_len > SDP_CM_PRIV_MAX)
+			priv_len = SDP_CM_PRIV_MAX;
+		if (priv && priv_len)
+			memcpy(ev->priv, priv, priv_len);
+		ev->priv_len = priv ? priv_len : 0;
+	}
+	pthread_mutex_unlock(&qp->lock);
+	sdp__verbs_bump(qp);
+}
+
+uint32_t sdp__verbs_wait_seq(struct sdp_qp *q)
+{
+	return atomic_load(&VB_QP(q)->seq);
+}
+
+int sdp__verbs_wait(struct sdp_qp *q, uint32_t seq, int timeout_ms)
+{
+	struct vb_qp *qp = VB_QP(q);
+	struct timespec ts, *tsp = NULL;
+	long r;
+
+	if (timeout_ms >= 0) {
+		ts.tv_sec = timeout_ms / 1000;
+		ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000L;
+		tsp = &ts;
+	}
+	atomic_fetch_add(&qp->waiters, 1);
+	/* Completions already in the shared CQ are news too. */
+	if (qp->dev && atomic_load(&qp->seq) == seq)
+		sdp__verbs_dev_drain(qp->dev);
+	r = 0;
+	if (atomic_load(&qp->seq) == seq)
+		r = futex(&qp->seq, FUTEX_WAIT_PRIVATE, seq, tsp);
+	atomic_fetch_sub(&qp->waiters, 1);
+	if (r < 0 && errno == ETIMEDOUT)
+		return -ETIMEDOUT;
+	if (r < 0 && errno == EINTR)
+		return -EINTR;
+	return 0;
+}
+
+void sdp__verbs_kick(struct sdp_qp *q)
+{
+	sdp__verbs_bump(VB_QP(q));
+}
+
+int sdp__verbs_event_fd(struct sdp_qp *q)
+{
+	return VB_QP(q)->evfd;
+}
+
+/* 1: work is pending, poll again; 0: the eventfd will fire on news. */
+int sdp__verbs_req_notify(struct sdp_qp *q)
+{
+	struct vb_qp *qp = VB_QP(q);
+	int pending;
+
+	atomic_store(&qp->armed, 1);
+	pthread_mutex_lock(&qp->lock);
+	pending = qp->scq_count > 0 || qp->ev_count > 0;
+	pthread_mutex_unlock(&qp->lock);
+	if (pending) {
+		atomic_store(&qp->armed, 0);
+		return 1;
+	}
+	return 0;
+}
+
+void sdp__verbs_ack_events(struct sdp_qp *q)
+{
+	uint64_t v;
+
+	if (read(VB_QP(q)->evfd, &v, sizeof(v)) < 0) {
+		/* nothing to drain */
+	}
+}

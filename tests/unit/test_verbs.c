@@ -1,0 +1,402 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_verbs.c — the verbs transport on a real RDMA device (soft-RoCE in
+ * the VM suite: scripts/vm-run).  Exits 77 (SKIP) when the build has no
+ * verbs transport or the machine no RDMA device.
+ *
+ * Addresses: SDP_VERBS_SERVER (default 10.99.0.2) and SDP_VERBS_CLIENT
+ * (default 10.99.0.1), both local, on RDMA devices.
+ *
+ * Walks the transport contract directly, without the engine: a refused
+ * connect, the Hello/HelloAck through the CM private data, SENDs from
+ * unregistered memory reused at once (inline and ring copies), RDMA WRITE
+ * and READ, a blocked wait() woken by a completion, and teardown flushes.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "transport/multi.h"
+#include "transport/transport.h"
+
+static int failures, checks;
+
+/* Each macro evaluates `cond` exactly once. */
+#define CHECK(cond, ...) check_((cond) != 0, __LINE__, #cond, __VA_ARGS__)
+#define REQUIRE(cond, ...)                                                    \
+	do {                                                                  \
+		if (!CHECK(cond, __VA_ARGS__))                                \
+			exit(1);                                              \
+	} while (0)
+
+__attribute__((format(printf, 4, 5), unused))
+static int check_(int ok, int line, const char *what, const char *fmt, ...)
+{
+	va_list ap;
+
+	checks++;
+	if (ok)
+		return 1;
+	failures++;
+	printf("not ok - line %d: %s: ", line, what);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	return 0;
+}
+
+#ifdef SDP_HAVE_VERBS
+#define OPS (sdp_verbs_transport.ops)
+#define NBUF 8
+#define BUFSZ 32784
+
+static struct sockaddr_in mkaddr(const char *env, const char *dflt,
+				 uint16_t port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons(port) };
+	const char *s = getenv(env);
+
+	inet_pton(AF_INET, s && *s ? s : dflt, &a.sin_addr);
+	return a;
+}
+
+static uint64_t ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Poll until n completions (or timeout); returns how many. */
+static int poll_n(struct sdp_qp *qp, struct sdp_wc *wc, int n, int tmo_ms)
+{
+	uint64_t end = ms() + (uint64_t)tmo_ms;
+	int got = 0, r;
+
+	while (got < n && ms() < end) {
+		uint32_t seq = OPS->wait_seq(qp);
+
+		r = OPS->poll_cq(qp, wc + got, n - got);
+		if (r > 0) {
+			got += r;
+			continue;
+		}
+		OPS->wait(qp, seq, 100);
+	}
+	return got;
+}
+
+static int get_event(struct sdp_qp *qp, struct sdp_cm_event *ev, int tmo_ms)
+{
+	uint64_t end = ms() + (uint64_t)tmo_ms;
+
+	while (ms() < end) {
+		uint32_t seq = OPS->wait_seq(qp);
+
+		if (OPS->get_event(qp, ev) == 0)
+			return 0;
+		OPS->wait(qp, seq, 100);
+	}
+	return -ETIMEDOUT;
+}
+
+static struct sdp_qp *new_qp(void)
+{
+	struct sdp_qp_attr attr = { .max_send_wr = 64, .max_recv_wr = NBUF,
+				    .recv_region_size = NBUF * BUFSZ };
+	struct sdp_qp *qp;
+	struct sdp_mr *rm;
+	int i, r;
+
+	r = OPS->create_qp(&attr, &qp);
+	REQUIRE(r == 0, "create_qp %d", r);
+	rm = OPS->recv_region(qp);
+	for (i = 0; i < NBUF; i++) {
+		struct sdp_recv_wr w = {
+			.wr_id = (uint64_t)i,
+			.sge = { .addr = (uint64_t)(uintptr_t)rm->addr +
+					 (uint64_t)i * BUFSZ,
+				 .length = BUFSZ, .lkey = rm->lkey },
+		};
+		r = OPS->post_recv(qp, &w);
+		REQUIRE(r == 0, "post_recv %d", r);
+	}
+	return qp;
+}
+
+static void test_refused(void)
+{
+	struct sockaddr_in dst = mkaddr("SDP_VERBS_SERVER", "10.99.0.2", 1);
+	uint8_t hello[92] = { 0 };
+	struct sdp_cm_event ev;
+	struct sdp_qp *qp = new_qp();
+	uint64_t t0 = ms();
+	int r;
+
+	r = OPS->connect(qp, NULL, (struct sockaddr *)&dst, sizeof(dst), hello,
+			 sizeof(hello));
+	CHECK(r == 0, "connect %d", r);
+	r = get_event(qp, &ev, 5000);
+	CHECK(r == 0 && ev.type == SDP_CM_REJECTED && ev.err == -ECONNREFUSED,
+	      "r=%d type=%d err=%d", r, ev.type, ev.err);
+	CHECK(ms() - t0 < 3000, "refusal took %llu ms",
+	      (unsigned long long)(ms() - t0));
+	printf("# refused in %llu ms\n", (unsigned long long)(ms() - t0));
+	OPS->destroy_qp(qp);
+}
+
+struct waiter {
+	struct sdp_qp *qp;
+	uint32_t seq;
+	int r;
+};
+
+static void *wait_thread(void *arg)
+{
+	struct waiter *w = arg;
+
+	w->r = OPS->wait(w->qp, w->seq, 5000);
+	return NULL;
+}
+
+static void send_buf(struct sdp_qp *qp, uint8_t *buf, uint32_t len)
+{
+	struct sdp_sge sg = { .addr = (uint64_t)(uintptr_t)buf, .length = len };
+	struct sdp_send_wr w = { .wr_id = 99, .opcode = SDP_WR_SEND,
+				 .flags = SDP_SEND_INLINE, .sg_list = &sg,
+				 .num_sge = 1 };
+	int r = OPS->post_send(qp, &w);
+
+	CHECK(r == 0, "post_send(%u) %d", len, r);
+	memset(buf, 0xEE, len);	/* reusable on return */
+}
+
+static void test_connection(void)
+{
+	struct sockaddr_in srv = mkaddr("SDP_VERBS_SERVER", "10.99.0.2", 0);
+	struct sockaddr_in cli = mkaddr("SDP_VERBS_CLIENT", "10.99.0.1", 0);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct sdp_listener *l, *local;
+	struct sdp_conn_req *req;
+	struct sdp_cm_event ev;
+	struct sdp_qp *a, *p;
+	struct sdp_wc wc[16];
+	uint8_t hello[92], ack[196], priv[256], *big;
+	uint32_t plen = sizeof(priv);
+	struct pollfd pfd;
+	int r, i;
+
+	REQUIRE(OPS->bind((struct sockaddr *)&srv, sizeof(srv), &l) == 0,
+		"bind server");
+	OPS->bound_addr(l, &ss, &sl);
+	srv.sin_port = ((struct sockaddr_in *)&ss)->sin_port;
+	REQUIRE(ntohs(srv.sin_port) != 0, "port");
+	REQUIRE(OPS->listen(l, 16) == 0, "listen");
+	REQUIRE(OPS->bind((struct sockaddr *)&cli, sizeof(cli), &local) == 0,
+		"bind client");
+
+	for (i = 0; i < 92; i++)
+		hello[i] = (uint8_t)(i + 1);
+	a = new_qp();
+	r = OPS->connect(a, local, (struct sockaddr *)&srv, sizeof(srv), hello,
+			 sizeof(hello));
+	REQUIRE(r == 0, "connect %d", r);
+
+	pfd.fd = OPS->listener_fd(l);
+	pfd.events = POLLIN;
+	CHECK(poll(&pfd, 1, 5000) == 1, "listener fd not readable");
+	r = OPS->get_request(l, &req, priv, &plen);
+	REQUIRE(r == 0, "get_request %d", r);
+	CHECK(plen == 92, "Hello %u bytes", plen);
+	CHECK(!memcmp(priv, hello, 17) && !memcmp(priv + 18, hello + 18, 10),
+	      "Hello BSDH/HH bytes changed");
+	CHECK(priv[17] == (0x40 | (hello[17] & 0x0f)), "IPV byte %#x", priv[17]);
+	CHECK(!memcmp(priv + 44, &cli.sin_addr, 4), "source IP");
+	CHECK(!memcmp(priv + 60, &srv.sin_addr, 4), "destination IP");
+
+	p = new_qp();
+	OPS->destroy_qp(p);	/* create/destroy without a connection */
+	{
+		struct sdp_qp_attr attr = { .max_send_wr = 64,
+					    .max_recv_wr = NBUF,
+					    .recv_region_size = NBUF * BUFSZ };
+		struct sdp_mr *rm;
+
+		r = OPS->create_qp_from_req(req, &attr, &p);
+		REQUIRE(r == 0, "create_qp_from_req %d", r);
+		rm = OPS->recv_region(p);
+		for (i = 0; i < NBUF; i++) {
+			struct sdp_recv_wr w = {
+				.wr_id = (uint64_t)i,
+				.sge = { .addr = (uint64_t)(uintptr_t)rm->addr +
+						 (uint64_t)i * BUFSZ,
+					 .length = BUFSZ, .lkey = rm->lkey },
+			};
+			REQUIRE(OPS->post_recv(p, &w) == 0, "post_recv");
+		}
+	}
+	for (i = 0; i < 196; i++)
+		ack[i] = (uint8_t)(200 - i);
+	REQUIRE(OPS->accept(p, ack, sizeof(ack)) == 0, "accept");
+	r = get_event(a, &ev, 5000);
+	CHECK(r == 0 && ev.type == SDP_CM_ESTABLISHED, "r=%d type=%d", r,
+	      ev.type);
+	CHECK(ev.priv_len >= 196 && !memcmp(ev.priv, ack, 196),
+	      "HelloAck (%u bytes) differs", ev.priv_len);
+
+	/* SENDs: small (device inline), large (ring copy), zero length. */
+	{
+		struct waiter w = { .qp = p, .seq = OPS->wait_seq(p) };
+		pthread_t th;
+		uint8_t small[64];
+
+		pthread_create(&th, NULL, wait_thread, &w);
+		usleep(100000);
+		memset(small, 0x5a, sizeof(small));
+		send_buf(a, small, sizeof(small));
+		pthread_join(th, NULL);
+		CHECK(w.r == 0, "wait() woken: %d", w.r);
+	}
+	big = malloc(BUFSZ);
+	for (i = 0; i < BUFSZ; i++)
+		big[i] = (uint8_t)(i * 7);
+	send_buf(a, big, BUFSZ);
+	send_buf(a, big, 0);
+	r = poll_n(p, wc, 3, 5000);
+	CHECK(r == 3, "received %d of 3", r);
+	CHECK(wc[0].status == SDP_WC_SUCCESS && wc[0].byte_len == 64 &&
+	      wc[0].opcode == SDP_WC_RECV && wc[0].wr_id == 0, "wc0 %d %u",
+	      wc[0].status, wc[0].byte_len);
+	CHECK(wc[1].status == SDP_WC_SUCCESS && wc[1].byte_len == BUFSZ &&
+	      wc[1].wr_id == 1, "wc1 %d %u", wc[1].status, wc[1].byte_len);
+	CHECK(wc[2].byte_len == 0 && wc[2].wr_id == 2, "wc2");
+	{
+		uint8_t *rb = (uint8_t *)OPS->recv_region(p)->addr;
+		int bad = 0;
+
+		for (i = 0; i < 64; i++)
+			bad += rb[i] != 0x5a;
+		for (i = 0; i < BUFSZ; i++)
+			bad += rb[BUFSZ + i] != (uint8_t)(i * 7);
+		CHECK(bad == 0, "%d corrupted bytes", bad);
+	}
+
+	/* RDMA WRITE and READ between registered buffers. */
+	{
+		static uint8_t src[1 << 20], dst[1 << 20], back[1 << 20];
+		struct sdp_mr *ms_, *md, *mb;
+		struct sdp_sge sg;
+		struct sdp_send_wr w;
+
+		for (i = 0; i < (int)sizeof(src); i++)
+			src[i] = (uint8_t)(i ^ (i >> 8));
+		REQUIRE(OPS->reg_mr(a, src, sizeof(src), SDP_ACCESS_LOCAL_WRITE,
+				    &ms_) == 0, "reg src");
+		REQUIRE(OPS->reg_mr(p, dst, sizeof(dst),
+				    SDP_ACCESS_LOCAL_WRITE |
+				    SDP_ACCESS_REMOTE_WRITE |
+				    SDP_ACCESS_REMOTE_READ, &md) == 0, "reg dst");
+		REQUIRE(OPS->reg_mr(a, back, sizeof(back),
+				    SDP_ACCESS_LOCAL_WRITE, &mb) == 0, "reg back");
+		sg = (struct sdp_sge){ (uint64_t)(uintptr_t)src, sizeof(src),
+				       ms_->lkey };
+		w = (struct sdp_send_wr){ .wr_id = 7,
+					  .opcode = SDP_WR_RDMA_WRITE,
+					  .flags = SDP_SEND_SIGNALED,
+					  .sg_list = &sg, .num_sge = 1,
+					  .remote_addr = md->remote_addr,
+					  .rkey = md->rkey };
+		CHECK(OPS->post_send(a, &w) == 0, "rdma write");
+		r = poll_n(a, wc, 1, 5000);
+		CHECK(r == 1 && wc[0].status == SDP_WC_SUCCESS &&
+		      wc[0].opcode == SDP_WC_RDMA_WRITE && wc[0].wr_id == 7,
+		      "write wc r=%d st=%d", r, wc[0].status);
+		CHECK(!memcmp(src, dst, sizeof(src)), "RDMA WRITE data");
+		sg = (struct sdp_sge){ (uint64_t)(uintptr_t)back, sizeof(back),
+				       mb->lkey };
+		w.wr_id = 8;
+		w.opcode = SDP_WR_RDMA_READ;
+		CHECK(OPS->post_send(a, &w) == 0, "rdma read");
+		r = poll_n(a, wc, 1, 5000);
+		CHECK(r == 1 && wc[0].status == SDP_WC_SUCCESS &&
+		      wc[0].opcode == SDP_WC_RDMA_READ &&
+		      wc[0].byte_len == sizeof(back), "read wc r=%d st=%d len=%u",
+		      r, wc[0].status, wc[0].byte_len);
+		CHECK(!memcmp(src, back, sizeof(src)), "RDMA READ data");
+		/* Outside the registered range: remote access error. */
+		w.wr_id = 9;
+		w.remote_addr = md->remote_addr + sizeof(dst) - 16;
+		CHECK(OPS->post_send(a, &w) == 0, "bad rdma read");
+		r = poll_n(a, wc, 1, 5000);
+		CHECK(r == 1 && wc[0].status != SDP_WC_SUCCESS,
+		      "bad read: r=%d st=%d", r, wc[0].status);
+		printf("# out-of-range READ: %s\n", sdp_wc_status_str(wc[0].status));
+		OPS->dereg_mr(a, ms_);
+		OPS->dereg_mr(a, mb);
+		OPS->dereg_mr(p, md);
+	}
+
+	/* The active QP is in error now: both sides flush, the passive one
+	 * learns of it (flushed receives and/or DISCONNECTED). */
+	{
+		int flushed = 0, disc = 0;
+		uint64_t end = ms() + 10000;
+
+		while (ms() < end && !(flushed && disc)) {
+			uint32_t seq = OPS->wait_seq(p);
+
+			r = OPS->poll_cq(p, wc, 16);
+			for (i = 0; i < r; i++)
+				flushed += wc[i].status == SDP_WC_WR_FLUSH_ERR;
+			if (OPS->get_event(p, &ev) == 0 &&
+			    ev.type == SDP_CM_DISCONNECTED)
+				disc = 1;
+			if (r <= 0)
+				OPS->wait(p, seq, 100);
+		}
+		CHECK(flushed == NBUF - 3 + 0 || flushed >= 1,
+		      "passive flushes %d", flushed);
+		CHECK(disc, "no DISCONNECTED on the passive side");
+	}
+	OPS->destroy_qp(a);
+	OPS->destroy_qp(p);
+	OPS->close_listener(l);
+	free(big);
+}
+
+int main(void)
+{
+	int r;
+
+	setvbuf(stdout, NULL, _IONBF, 0);
+	r = sdp_verbs_available();
+
+	if (r < 0) {
+		printf("1..0 # SKIP no RDMA device (%s)\n", strerror(-r));
+		return 77;
+	}
+	test_refused();
+	test_connection();
+	printf("%s - verbs transport: %d checks, %d failures\n",
+	       failures ? "not ok" : "ok", checks, failures);
+	printf("1..1\n");
+	return failures ? 1 : 0;
+}
+#else
+int main(void)
+{
+	printf("1..0 # SKIP built without the verbs transport\n");
+	return 77;
+}
+#endif
