@@ -19,11 +19,13 @@ build-asan: deps
 	@cmake -S . -B $(BUILD_ASAN) -G "$(GENERATOR)" -DSDP_SANITIZE=asan >/dev/null
 	@cmake --build $(BUILD_ASAN) -j2
 
-# Every test: unit, fuzz-corpus replay, integration over shm, and the whole
-# suite again under ASan+UBSan.
+# Every test: unit, fuzz-corpus replay, integration over shm and real
+# programs, the whole suite again under ASan+UBSan, then the verbs transport
+# on soft-RoCE in a VM.
 test: build build-asan
 	@tests/run.sh $(BUILD)
 	@SDP_TEST_SANITIZER=asan tests/run.sh $(BUILD_ASAN)
+	@$(MAKE) --no-print-directory test-vm
 
 # The verbs transport on real soft-RoCE: one qemu VM boot (scripts/vm-run),
 # two rxe devices on a veth pair, tests/vm/suite.sh inside.  Fails loudly when
