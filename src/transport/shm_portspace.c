@@ -26,6 +26,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <stddef.h>
@@ -286,20 +287,43 @@ static int bind_exact(const struct shm_addr *a)
 	return s;
 }
 
-static void ephemeral_range(unsigned *lo, unsigned *hi)
+static unsigned range_lo = 32768, range_hi = 60999;
+static pthread_once_t range_once = PTHREAD_ONCE_INIT;
+
+/* Read once: connection setup must not cost a file open per connect. */
+static void range_load(void)
 {
 	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+	unsigned lo, hi;
 
-	*lo = 32768;
-	*hi = 60999;
-	if (f) {
-		if (fscanf(f, "%u %u", lo, hi) != 2 || !*lo || *lo > *hi ||
-		    *hi > 65535) {
-			*lo = 32768;
-			*hi = 60999;
-		}
-		fclose(f);
+	if (!f)
+		return;
+	if (fscanf(f, "%u %u", &lo, &hi) == 2 && lo && lo <= hi && hi <= 65535) {
+		range_lo = lo;
+		range_hi = hi;
 	}
+	fclose(f);
+}
+
+static void ephemeral_range(unsigned *lo, unsigned *hi)
+{
+	pthread_once(&range_once, range_load);
+	*lo = range_lo;
+	*hi = range_hi;
+}
+
+/* Where to start looking for a free port: random per process (getrandom
+ * once), then a cheap generator. */
+static unsigned ephemeral_start(void)
+{
+	static _Thread_local unsigned x;
+
+	if (!x && getrandom(&x, sizeof(x), GRND_NONBLOCK) != sizeof(x))
+		x = (unsigned)getpid() * 2654435761u;
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	return x ? x : (x = 1);
 }
 
 static int bind_ephemeral(struct shm_addr *a)
@@ -308,8 +332,7 @@ static int bind_ephemeral(struct shm_addr *a)
 
 	ephemeral_range(&lo, &hi);
 	span = hi - lo + 1;
-	if (getrandom(&start, sizeof(start), GRND_NONBLOCK) != sizeof(start))
-		start = (unsigned)getpid() * 2654435761u;
+	start = ephemeral_start();
 	for (unsigned i = 0; i < span; i++) {
 		int s;
 
