@@ -173,10 +173,26 @@ static socklen_t mkaddr(struct sockaddr_storage *ss, const char *addr)
 	return sizeof *in;
 }
 
+/* As many descriptors as allowed; as root, up to fs.nr_open (an SDP
+ * connection costs several descriptors: docs/DESIGN.md). */
 static void raise_nofile(void)
 {
 	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+	unsigned long nr_open = 0;
+	FILE *f;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (geteuid() == 0 && (f = fopen("/proc/sys/fs/nr_open", "r"))) {
+		if (fscanf(f, "%lu", &nr_open) == 1 && nr_open > rl.rlim_max) {
+			struct rlimit big = { nr_open, nr_open };
+
+			if (setrlimit(RLIMIT_NOFILE, &big) == 0)
+				rl = big;
+		}
+		fclose(f);
+	}
+	if (rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}

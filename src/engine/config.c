@@ -15,14 +15,14 @@
 #include <unistd.h>
 
 struct sdp_config sdp_cfg = {
-	.recv_bufs = 8,
+	.recv_bufs = 16,
 	.recv_buf_size = 32768 + 16,
 	.sndbuf = 128 * 1024,
 	.rcvbuf = 256 * 1024,
 	.spin_us = 0,
 	.nagle_us = 5000,
 	.close_timeout_ms = 60000,
-	.zcopy_thresh = 65536,		/* OFED's default until measured */
+	.zcopy_thresh = 1048576,	/* measured crossover: docs/BENCHMARKS.md */
 	.zcopy_adv_timeout_ms = 1000,	/* OFED SDP_SRCAVAIL_ADV_TIMEOUT */
 	.transport = "shm",
 	.log_level = 0,

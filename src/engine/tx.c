@@ -382,6 +382,8 @@ ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
+		size_t before = sent;
+
 		seq = c->qp ? SDP_TP(c->qp)->wait_seq(c->qp) : 0;
 		sdp_conn_progress_locked(c);
 		if (c->state == SDP_ST_RESET || c->err) {
@@ -434,6 +436,11 @@ ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 			sdp_tx_flush_locked(c, oob);
 			if (sent == total)
 				break;
+			/* Room was made (the queue drained into credits we
+			 * had): go round again rather than sleep, since no
+			 * peer message need ever come to wake us. */
+			if (sent != before && !nonblock)
+				continue;
 		}
 		if (nonblock) {
 			ret = sent ? (ssize_t)sent : -EAGAIN;
