@@ -599,6 +599,35 @@ out:
 	return r;
 }
 
+/*
+ * A TCP close() returns at once and the kernel still delivers what was
+ * queued, even if the process then calls _exit() or is killed.  Our queue
+ * lives in the process, so close() gives it a bounded moment
+ * (SDP_CLOSE_FLUSH_MS) to reach the peer: posting is delivery on shm, and
+ * a reading peer returns credits quickly.  A peer that does not read gets
+ * the rest from the progress thread, as long as the process lives.
+ */
+static void close_flush_locked(struct sdp_conn *c)
+{
+	uint64_t deadline = sdp_now_ns() +
+		(uint64_t)sdp_cfg.close_flush_ms * 1000000ull;
+	uint32_t seq;
+
+	while (c->state != SDP_ST_RESET && (c->txq_len || !c->disconn_sent)) {
+		seq = SDP_TP(c->qp)->wait_seq(c->qp);
+		sdp_conn_progress_locked(c);
+		sdp_tx_flush_locked(c, 1);
+		if (c->state == SDP_ST_RESET || (!c->txq_len && c->disconn_sent))
+			break;
+		pthread_mutex_unlock(&c->lock);
+		if (sdp_conn_wait(c, seq, deadline) < 0) {	/* time, signal */
+			pthread_mutex_lock(&c->lock);
+			break;
+		}
+		pthread_mutex_lock(&c->lock);
+	}
+}
+
 void sdp_conn_close(struct sdp_conn *c, int abort)
 {
 	pthread_mutex_lock(&c->lock);
@@ -614,6 +643,7 @@ void sdp_conn_close(struct sdp_conn *c, int abort)
 			c->wr_shut = 1;
 			sdp_tx_flush_locked(c, 1);
 		}
+		close_flush_locked(c);
 		c->close_deadline_ns = sdp_now_ns() +
 			(uint64_t)sdp_cfg.close_timeout_ms * 1000000ull;
 	}
