@@ -284,6 +284,16 @@ uint64_t sdp_conn_rx_avail_locked(const struct sdp_conn *c);
 int sdp_conn_at_mark_locked(const struct sdp_conn *c);
 
 uint64_t sdp_now_ns(void);
+
+static inline size_t sdp_iov_total(const struct iovec *iov, int iovcnt)
+{
+	size_t t = 0;
+	int i;
+
+	for (i = 0; i < iovcnt; i++)
+		t += iov[i].iov_len;
+	return t;
+}
 /* Sleep (without the lock) until the QP's wait sequence moves past `seq`,
  * spinning first for SDP_SPIN_US.  0, -EINTR or -ETIMEDOUT. */
 int sdp_conn_wait(struct sdp_conn *c, uint32_t seq, uint64_t deadline_ns);

@@ -403,20 +403,10 @@ int sdp_conn_wait(struct sdp_conn *c, uint32_t seq, uint64_t deadline_ns)
 	return SDP_TP(c->qp)->wait(c->qp, seq, tmo);
 }
 
-static size_t iov_total(const struct iovec *iov, int iovcnt)
-{
-	size_t t = 0;
-	int i;
-
-	for (i = 0; i < iovcnt; i++)
-		t += iov[i].iov_len;
-	return t;
-}
-
 ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 		      int msg_flags, int io_flags, int timeout_ms)
 {
-	size_t want = iov_total(iov, iovcnt), copied = 0, n, avail;
+	size_t want = sdp_iov_total(iov, iovcnt), copied = 0, n, avail;
 	int peek = !!(msg_flags & MSG_PEEK);
 	uint64_t deadline = timeout_ms > 0 ?
 		sdp_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;

@@ -319,16 +319,6 @@ static size_t tx_direct(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 	return done;
 }
 
-static size_t iov_total(const struct iovec *iov, int iovcnt)
-{
-	size_t t = 0;
-	int i;
-
-	for (i = 0; i < iovcnt; i++)
-		t += iov[i].iov_len;
-	return t;
-}
-
 /*
  * One ZCopy step of a blocking send (annex 5.3/5.4).  Returns 1 after an
  * advertisement ended (*sent advanced; *zc_ok cleared if the sink declined:
@@ -369,7 +359,7 @@ static int tx_zcopy(struct sdp_conn *c, const struct iovec *iov, size_t *sent,
 ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 		      int msg_flags, int io_flags, int timeout_ms)
 {
-	size_t total = iov_total(iov, iovcnt), sent = 0;
+	size_t total = sdp_iov_total(iov, iovcnt), sent = 0;
 	int nonblock = (io_flags & SDP_IO_NONBLOCK) || (msg_flags & MSG_DONTWAIT);
 	int oob = !!(msg_flags & MSG_OOB);
 	uint64_t deadline = timeout_ms > 0 ?

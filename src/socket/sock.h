@@ -77,6 +77,11 @@ void sdp_switch_mirror_sockopt(struct sdp_sock *s, int level, int name,
 void sdp_switch_mirror_nonblock(struct sdp_sock *s, int on);
 void sdp_switch_release(struct sdp_sock *s);
 void sdp_switch_track_both(struct sdp_sock *s);
+/* sdpstat records for kernel TCP connections the switch could have made
+ * SDP: `why` is shown as the fallback reason. */
+void sdp_switch_record_tcp(int fd, const char *why,
+			   const struct sockaddr *remote);
+void sdp_switch_forget_tcp(int fd);
 void sdp_switch_untrack_both(struct sdp_sock *s);
 int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
 				const struct sockaddr *sa, socklen_t len,

@@ -328,8 +328,18 @@ static int accept_any(struct sdp_sock *s, int fd, struct sdp_listen *l,
 			return r;
 		r = sdp_listen_accept_tcp(l, flags);
 		if (r >= 0) {
-			if (sa && len && sdp_real.getpeername(r, sa, len) < 0)
-				*len = 0;
+			struct sockaddr_storage peer;
+			socklen_t pl = sizeof(peer);
+
+			if (sdp_real.getpeername(r, (struct sockaddr *)&peer,
+						 &pl) < 0)
+				pl = 0;
+			if (sa && len) {
+				memcpy(sa, &peer, *len < pl ? *len : pl);
+				*len = pl;
+			}
+			sdp_switch_record_tcp(r, "the client is not using SDP",
+					      pl ? (struct sockaddr *)&peer : NULL);
 			return r;
 		}
 		if (r != -EAGAIN || nonblock)
@@ -564,6 +574,7 @@ SDP_EXPORT int close(int fd)
 	if (sdp_real_init() < 0)
 		return -1;
 	s = sdp_fd_take(fd);
+	sdp_switch_forget_tcp(fd);
 	r = sdp_real.close(fd);
 	if (s) {
 		if (atomic_fetch_sub(&s->nfds, 1) == 1)

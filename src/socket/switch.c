@@ -30,6 +30,7 @@
 #include "engine/config.h"
 #include "engine/progress.h"
 #include "engine/real.h"
+#include "engine/stats_shm.h"
 #include "policy/policy.h"
 #include "sdp/sdp.h"
 #include "socket/sock.h"
@@ -261,6 +262,56 @@ void sdp_switch_mirror_nonblock(struct sdp_sock *s, int on)
 }
 
 /*
+ * sdpstat shows kernel TCP connections that could have been SDP, with the
+ * reason.  Their descriptors leave the SDP table, so the records are kept
+ * in a small descriptor-indexed table of their own, freed at close().
+ */
+#define TCP_REC_MAX 65536
+static int *tcp_rec;	/* fd -> stats slot + 1, 0 = none */
+
+void sdp_switch_record_tcp(int fd, const char *why,
+			   const struct sockaddr *remote)
+{
+	int slot;
+
+	if (fd < 0 || fd >= TCP_REC_MAX)
+		return;
+	if (!__atomic_load_n(&tcp_rec, __ATOMIC_ACQUIRE)) {
+		int *t = calloc(TCP_REC_MAX, sizeof(int));
+		int *expect = NULL;
+
+		if (!t || !__atomic_compare_exchange_n(&tcp_rec, &expect, t, 0,
+						       __ATOMIC_ACQ_REL,
+						       __ATOMIC_ACQUIRE))
+			free(t);
+	}
+	if (!tcp_rec)
+		return;
+	slot = sdp_stat_slot_alloc(fd, 0);
+	if (slot < 0)
+		return;
+	sdp_stat_slot_set_transport(slot, "tcp");
+	sdp_stat_slot_set_state(slot, "TCP");
+	sdp_stat_slot_set_reason(slot, why);
+	if (remote)
+		sdp_stat_slot_set_addrs(slot, NULL, remote);
+	slot = __atomic_exchange_n(&tcp_rec[fd], slot + 1, __ATOMIC_ACQ_REL);
+	if (slot > 0)
+		sdp_stat_slot_free(slot - 1);
+}
+
+void sdp_switch_forget_tcp(int fd)
+{
+	int slot;
+
+	if (!tcp_rec || fd < 0 || fd >= TCP_REC_MAX)
+		return;
+	slot = __atomic_exchange_n(&tcp_rec[fd], 0, __ATOMIC_ACQ_REL);
+	if (slot > 0)
+		sdp_stat_slot_free(slot - 1);
+}
+
+/*
  * Fall back: make `fd` the kernel TCP socket.  Called with s->lock held on a
  * socket with a shadow.  The descriptor number, its close-on-exec flag and
  * its O_NONBLOCK are kept; the SDP side is released.
@@ -277,6 +328,7 @@ static int become_tcp(struct sdp_sock *s, int fd, const char *why)
 	sdp_real.close(s->shadow);
 	s->shadow = -1;
 	sdp_log(SDP_LOG_INFO, "fd %d: over TCP: %s", fd, why);
+	sdp_switch_record_tcp(fd, why, NULL);
 	/* The descriptor no longer names the SDP socket. */
 	taken = sdp_fd_take(fd);
 	if (s->bound) {
