@@ -6,6 +6,15 @@
  *
  * --family sdp|sdp6|tcp|tcp6 selects the socket() domain; the address
  * structures are always ordinary sockaddr_in / sockaddr_in6.
+ *
+ * Addresses (optional environment; default: loopback for everything):
+ *   SDP_TEST_SERVER_ADDR   address make_listener() binds to
+ *   SDP_TEST_CONNECT_ADDR  address connect_to() connects to
+ *   SDP_TEST_CLIENT_ADDR   address connect_to() binds its socket to (port 0)
+ *                          before connecting; unset: no bind
+ * Each must be a numeric address of the --family's IP version.  They let the
+ * programs run across two hosts/devices (e.g. rxe-a -> rxe-b in the VM suite),
+ * which loopback cannot exercise.
  */
 #ifndef ITEST_COMMON_H
 #define ITEST_COMMON_H
@@ -158,6 +167,20 @@ static UNUSED_FN socklen_t make_loopback(sockaddr_any *a, int af, uint16_t port)
 	return sizeof a->in;
 }
 
+/* make_loopback(), unless environment variable `env` is set: then that
+ * numeric address (which must be of family af). */
+static UNUSED_FN socklen_t make_env_addr(sockaddr_any *a, int af, uint16_t port, const char *env)
+{
+	socklen_t len = make_loopback(a, af, port);
+	const char *s = getenv(env);
+	if (!s || !*s)
+		return len;
+	void *dst = af == AF_INET6 ? (void *)&a->in6.sin6_addr : (void *)&a->in.sin_addr;
+	if (inet_pton(af, s, dst) != 1)
+		die("%s='%s' is not a numeric IPv%d address", env, s, af == AF_INET6 ? 6 : 4);
+	return len;
+}
+
 static UNUSED_FN uint16_t addr_port(const sockaddr_any *a)
 {
 	return ntohs(a->sa.sa_family == AF_INET6 ? a->in6.sin6_port : a->in.sin_port);
@@ -187,7 +210,8 @@ static UNUSED_FN int new_socket(void)
 	return fd;
 }
 
-/* listener on loopback, ephemeral port; returns fd, stores port */
+/* listener on loopback (or $SDP_TEST_SERVER_ADDR), ephemeral port; returns
+ * fd, stores port */
 static UNUSED_FN int make_listener(uint16_t *port, int backlog)
 {
 	int fd = new_socket();
@@ -195,7 +219,7 @@ static UNUSED_FN int make_listener(uint16_t *port, int backlog)
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0)
 		DIE_ERRNO("setsockopt(SO_REUSEADDR)");
 	sockaddr_any a;
-	socklen_t len = make_loopback(&a, g_af, 0);
+	socklen_t len = make_env_addr(&a, g_af, 0, "SDP_TEST_SERVER_ADDR");
 	if (bind(fd, &a.sa, len) < 0)
 		DIE_ERRNO("bind(listener)");
 	if (listen(fd, backlog) < 0)
@@ -209,11 +233,20 @@ static UNUSED_FN int make_listener(uint16_t *port, int backlog)
 	return fd;
 }
 
+/* connect to loopback (or $SDP_TEST_CONNECT_ADDR) port `port`, from
+ * $SDP_TEST_CLIENT_ADDR if set */
 static UNUSED_FN int connect_to(uint16_t port)
 {
 	int fd = new_socket();
 	sockaddr_any a;
-	socklen_t len = make_loopback(&a, g_af, port);
+	socklen_t len;
+	const char *src = getenv("SDP_TEST_CLIENT_ADDR");
+	if (src && *src) {
+		len = make_env_addr(&a, g_af, 0, "SDP_TEST_CLIENT_ADDR");
+		if (bind(fd, &a.sa, len) < 0)
+			DIE_ERRNO("bind(client, $SDP_TEST_CLIENT_ADDR)");
+	}
+	len = make_env_addr(&a, g_af, port, "SDP_TEST_CONNECT_ADDR");
 	while (connect(fd, &a.sa, len) < 0) {
 		if (errno == EINTR)
 			continue;

@@ -18,8 +18,15 @@ rdma link | grep -q 'rxe-a.*ACTIVE' || { echo "FAIL vm/setup: no active rxe-a"; 
 t test_verbs 60 "$B/tests/test_verbs"
 iperf() {
 	"$RUN" iperf3 -s -B $S -1 -p 5201 >/tmp/iperf-s.log 2>&1 & sp=$!
-	sleep 1
-	"$RUN" iperf3 -c $S -B $A -p 5201 -n 64M "$@"; rc=$?
+	# The server may not be listening yet (slow emulation): retry refusals.
+	local i
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		sleep 1
+		"$RUN" iperf3 -c $S -B $A -p 5201 -n 64M "$@" >/tmp/iperf-c.log 2>&1; rc=$?
+		[ $rc = 0 ] || ! grep -q 'Connection refused' /tmp/iperf-c.log || continue
+		break
+	done
+	cat /tmp/iperf-c.log
 	wait $sp || rc=1
 	return $rc
 }
@@ -33,4 +40,22 @@ p1=$(pkts)
 # 3 x 64 MiB crossed rxe-a: at least 64 MiB / 4 KiB MTU packets.
 if [ $((p1 - p0)) -gt 16000 ]; then echo "PASS vm/over-rxe (rxe-a sent $((p1 - p0)) packets)"
 else echo "FAIL vm/over-rxe: rxe-a sent only $((p1 - p0)) packets: not over verbs"; fails=$((fails + 1)); fi
+# The engine's integration programs (tests/integration) across rxe-a -> rxe-b:
+# listener on $S, clients bound to $A (tests/integration/itest_common.h).
+export SDP_TEST_SERVER_ADDR=$S SDP_TEST_CONNECT_ADDR=$S SDP_TEST_CLIENT_ADDR=$A
+export SDP_TEST_TIMEOUT_MULT=3 # the VM is emulated; hang guards only
+T="$PWD/$B/tests"
+p0=$(pkts)
+t itest-stream-blocking-64M 120 "$RUN" "$T/sdp_stream" --family sdp --mode blocking --bytes 64M
+t itest-stream-epoll-32M 120 "$RUN" "$T/sdp_stream" --family sdp --mode epoll --bytes 32M --seed 2
+p1=$(pkts)
+# both directions at once: rxe-a sent at least 96 MiB / 4 KiB MTU packets.
+if [ $((p1 - p0)) -gt 24000 ]; then echo "PASS vm/itest-over-rxe (rxe-a sent $((p1 - p0)) packets)"
+else echo "FAIL vm/itest-over-rxe: rxe-a sent only $((p1 - p0)) packets: not over verbs"; fails=$((fails + 1)); fi
+t itest-halfclose 90 "$RUN" "$T/sdp_halfclose" --family sdp
+# Not yet: sdp_abort and sdp_kill fork a second connector after the first
+# connection has opened the verbs transport; the child inherits the parent's
+# rdma_cm channel and the kernel refuses it (EACCES, "changed security contexts
+# after opening file descriptor").  Add them once the verbs transport
+# reinitialises in a fork() child.
 exit $fails
