@@ -35,6 +35,29 @@ echo
 # stream uses 64 KiB writes by default, rr 1-byte messages.
 "$PERF" --lib "$LIB" --transports sdp,tcp --workload stream,rr --conns 1 --time 3 --warmup 0.5
 
+# The same unmodified program, plain and under sdp_run: iperf3 on loopback.
+RUN=$(dirname "$PERF")/sdp_run
+if command -v iperf3 >/dev/null 2>&1 && [ -x "$RUN" ]; then
+	echo
+	echo "An unmodified program: iperf3 on 127.0.0.1, 3 s, plain TCP and under sdp_run"
+	for mode in tcp sdp; do
+		pre=""
+		[ "$mode" = sdp ] && pre="$RUN"
+		port=$((20000 + $$ % 20000))
+		$pre iperf3 -s -1 -p "$port" >/dev/null 2>&1 &
+		srv=$!
+		res=""
+		for i in 1 2 3 4 5 6 7 8 9 10; do	# until the server listens
+			res=$($pre iperf3 -c 127.0.0.1 -p "$port" -t 3 -f m 2>&1 |
+			      awk '/receiver/ {print $7, $8}')
+			[ -n "$res" ] && break
+			sleep 0.3
+		done
+		wait "$srv" 2>/dev/null
+		printf '  %-4s %s\n' "$mode" "${res:-failed}"
+	done
+fi
+
 cat <<EOF
 
 More: $PERF --help (workloads stream, rr, crr, conns; --repeat, --json;
