@@ -13,6 +13,10 @@
  */
 #include "itest_common.h"
 
+#include <spawn.h>
+
+extern char **environ;
+
 static const char msg[] = "hello from the grandchild, after its parent exited";
 
 static void pair(int *c, int *s)
@@ -139,6 +143,42 @@ static void case_both_use(void)
 	info("ok: case 3: a second user of one connection gets an error");
 }
 
+/* posix_spawn (clone + exec) and vfork while a connection is open: the
+ * child execs a program that knows nothing of it; the parent carries on. */
+static void case_spawn(void)
+{
+	char *argv[] = { "true", NULL };
+	int c, s, st;
+	pid_t ch;
+	char b[4];
+
+	pair(&c, &s);
+	if (posix_spawnp(&ch, "true", NULL, NULL, argv, environ) != 0)
+		die("case 4: posix_spawnp failed");
+	if (waitpid(ch, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+		die("case 4: spawned child failed (status 0x%x)", st);
+	ch = vfork();
+	if (ch < 0)
+		DIE_ERRNO("vfork");
+	if (ch == 0) {
+		execlp("true", "true", (char *)NULL);
+		_exit(127);
+	}
+	if (waitpid(ch, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+		die("case 4: vforked child failed (status 0x%x)", st);
+	write_full(c, "ping", 4, "case 4: client write");
+	read_full(s, b, 4, "case 4: server read");
+	write_full(s, b, 4, "case 4: server write");
+	read_full(c, b, 4, "case 4: client read");
+	if (memcmp(b, "ping", 4))
+		die("case 4: wrong echo");
+	close(c);
+	if (read(s, b, 1) != 0)
+		die("case 4: no EOF after the client closed");
+	close(s);
+	info("ok: case 4: posix_spawn and vfork+exec leave the connection working");
+}
+
 int main(int argc, char **argv)
 {
 	g_prog = "sdp_fork";
@@ -149,6 +189,7 @@ int main(int argc, char **argv)
 	case_daemonize();
 	case_fork_per_connection();
 	case_both_use();
+	case_spawn();
 	info("PASS");
 	return 0;
 }
