@@ -599,6 +599,18 @@ out:
 	return r;
 }
 
+int sdp_conn_can_still_send_locked(const struct sdp_conn *c)
+{
+	switch (c->state) {
+	case SDP_ST_ESTABLISHED:
+	case SDP_ST_CLOSE_WAIT:
+	case SDP_ST_FIN_WAIT:
+		return !c->err;
+	default:
+		return 0;	/* peer gone, reset, or both DisConns done */
+	}
+}
+
 /*
  * A TCP close() returns at once and the kernel still delivers what was
  * queued, even if the process then calls _exit() or is killed.  Our queue
@@ -613,11 +625,13 @@ static void close_flush_locked(struct sdp_conn *c)
 		(uint64_t)sdp_cfg.close_flush_ms * 1000000ull;
 	uint32_t seq;
 
-	while (c->state != SDP_ST_RESET && (c->txq_len || !c->disconn_sent)) {
+	while (sdp_conn_can_still_send_locked(c) &&
+	       (c->txq_len || !c->disconn_sent)) {
 		seq = SDP_TP(c->qp)->wait_seq(c->qp);
 		sdp_conn_progress_locked(c);
 		sdp_tx_flush_locked(c, 1);
-		if (c->state == SDP_ST_RESET || (!c->txq_len && c->disconn_sent))
+		if (!sdp_conn_can_still_send_locked(c) ||
+		    (!c->txq_len && c->disconn_sent))
 			break;
 		pthread_mutex_unlock(&c->lock);
 		if (sdp_conn_wait(c, seq, deadline) < 0) {	/* time, signal */

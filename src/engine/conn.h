@@ -255,6 +255,8 @@ int sdp_rx_maybe_credit_update_locked(struct sdp_conn *c);
 int sdp_rx_handle_wc_locked(struct sdp_conn *c, const struct sdp_wc *wc);
 /* Post one receive buffer. */
 int sdp_rx_post_locked(struct sdp_conn *c, uint32_t idx);
+/* Queued data or DisConn could still go out (not reset, peer not gone). */
+int sdp_conn_can_still_send_locked(const struct sdp_conn *c);
 /* Answer ChRcvBuf with our (unchanged) buffer size. */
 int sdp_tx_post_ch_rcv_buf_ack_locked(struct sdp_conn *c);
 /* Post a header-only message (control or credit update). */

@@ -526,7 +526,7 @@ static void count_pending(struct sdp_conn *c, void *arg)
 	struct pending_arg *a = arg;
 
 	pthread_mutex_lock(&c->lock);
-	if (!c->detached && c->state != SDP_ST_RESET &&
+	if (!c->detached && sdp_conn_can_still_send_locked(c) &&
 	    (c->txq_len || !c->disconn_sent))
 		a->pending++;
 	pthread_mutex_unlock(&c->lock);
