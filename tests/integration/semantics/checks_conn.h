@@ -1,0 +1,367 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Checks: socket creation, connect/accept, names, non-blocking connect and recv, MSG_* flags, peer close, EPIPE and SIGPIPE.
+ *
+ * Part of sdp_semantics.c (one program, one translation unit): it is
+ * #included there, after semantics/harness.h.
+ */
+#ifndef SEMANTICS_CHECKS_CONN_H
+#define SEMANTICS_CHECKS_CONN_H
+
+/* =========================== the checks =================================== */
+
+static int t_socket_type(void)
+{
+	int fd = socket(g_domain, SOCK_STREAM, 0);
+	if (fd < 0)
+		FAIL("socket(%d, SOCK_STREAM, 0) failed: %s (errno %d)", g_domain, strerror(errno), errno);
+	int v = -1;
+	socklen_t len = sizeof v;
+	SYS(getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len));
+	CHECK(v == SOCK_STREAM, "SO_TYPE = %d, expected SOCK_STREAM", v);
+	EXPECT_ERR(getpeername(fd, (struct sockaddr *)&(struct sockaddr_storage){ 0 },
+			       &(socklen_t){ sizeof(struct sockaddr_storage) }),
+		   ENOTCONN);
+	char c;
+	EXPECT_ERR(send(fd, "x", 1, MSG_NOSIGNAL), EPIPE);
+	EXPECT_ERR(recv(fd, &c, 1, MSG_DONTWAIT), ENOTCONN);
+	close(fd);
+	return 0;
+}
+
+static int t_econnrefused(void)
+{
+	/* reserve a port (bound, not listening) so nothing can listen on it */
+	int r;
+	NEWSOCK(r);
+	sockaddr_any a;
+	socklen_t len = make_loopback(&a, g_af, 0);
+	SYS(bind(r, &a.sa, len));
+	len = sizeof a;
+	SYS(getsockname(r, &a.sa, &len));
+	int fd;
+	NEWSOCK(fd);
+	EXPECT_ERR(connect(fd, &a.sa, len), ECONNREFUSED);
+	close(fd);
+	/* non-blocking: EINPROGRESS then SO_ERROR = ECONNREFUSED, or immediate */
+	NEWSOCK(fd);
+	set_nonblock(fd, 1);
+	int rc = connect(fd, &a.sa, len);
+	if (rc < 0 && errno == EINPROGRESS) {
+		int ev = wait_ev(fd, POLLOUT, 5000);
+		CHECK(ev, "non-blocking connect to a closed port: no POLLOUT/POLLERR within 5 s");
+		int err = -1;
+		socklen_t el = sizeof err;
+		SYS(getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el));
+		CHECK(err == ECONNREFUSED, "non-blocking connect: SO_ERROR = %d (%s), expected ECONNREFUSED",
+		      err, strerror(err));
+	} else {
+		CHECK(rc < 0 && errno == ECONNREFUSED,
+		      "non-blocking connect to a closed port returned %d (%s)", rc,
+		      rc < 0 ? strerror(errno) : "success");
+	}
+	close(fd);
+	close(r);
+	return 0;
+}
+
+static int t_eaddrinuse(void)
+{
+	uint16_t port;
+	int l = t_listen(g_domain, g_af, &port, 4);
+	if (l < 0)
+		return -1;
+	int fd;
+	NEWSOCK(fd);
+	sockaddr_any a;
+	socklen_t len = make_loopback(&a, g_af, port);
+	EXPECT_ERR(bind(fd, &a.sa, len), EADDRINUSE);
+	close(fd);
+	/* also with SO_REUSEADDR on the second socket: a listener holds the port */
+	NEWSOCK(fd);
+	int one = 1;
+	SYS(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one));
+	EXPECT_ERR(bind(fd, &a.sa, len), EADDRINUSE);
+	close(fd);
+	close(l);
+	return 0;
+}
+
+static int t_ephemeral(void)
+{
+	int fd;
+	NEWSOCK(fd);
+	sockaddr_any a;
+	socklen_t len = make_loopback(&a, g_af, 0);
+	SYS(bind(fd, &a.sa, len));
+	memset(&a, 0, sizeof a);
+	len = sizeof a;
+	SYS(getsockname(fd, &a.sa, &len));
+	CHECK(a.sa.sa_family == g_af, "getsockname family %d, expected %d", a.sa.sa_family, g_af);
+	CHECK(addr_port(&a) != 0, "bind to port 0 left port 0 in getsockname");
+	CHECK(is_loopback(&a), "getsockname address is not loopback");
+	close(fd);
+	return 0;
+}
+
+static int t_names(void)
+{
+	int c, s;
+	uint16_t lport;
+	if (t_pair_on(g_domain, g_af, &c, &s, &lport) < 0)
+		return -1;
+	sockaddr_any cs, cp, ss, sp;
+	socklen_t l1 = sizeof cs, l2 = sizeof cp, l3 = sizeof ss, l4 = sizeof sp;
+	SYS(getsockname(c, &cs.sa, &l1));
+	SYS(getpeername(c, &cp.sa, &l2));
+	SYS(getsockname(s, &ss.sa, &l3));
+	SYS(getpeername(s, &sp.sa, &l4));
+	char b1[80], b2[80];
+	socklen_t want = g_af == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+	CHECK(l1 == want && l2 == want && l3 == want && l4 == want, "address lengths %u %u %u %u, expected %u",
+	      l1, l2, l3, l4, want);
+	CHECK(same_addr(&cs, &sp), "client getsockname %s != server getpeername %s",
+	      addr_str(&cs, b1, sizeof b1), addr_str(&sp, b2, sizeof b2));
+	CHECK(same_addr(&ss, &cp), "server getsockname %s != client getpeername %s",
+	      addr_str(&ss, b1, sizeof b1), addr_str(&cp, b2, sizeof b2));
+	CHECK(addr_port(&ss) == lport, "server getsockname port %u != listening port %u", addr_port(&ss), lport);
+	CHECK(addr_port(&cs) != 0 && addr_port(&cs) != lport, "client port %u", addr_port(&cs));
+	CHECK(is_loopback(&cs) && is_loopback(&ss), "addresses are not loopback: %s %s",
+	      addr_str(&cs, b1, sizeof b1), addr_str(&ss, b2, sizeof b2));
+	close(c);
+	close(s);
+	return 0;
+}
+
+static int t_nonblock_connect(void)
+{
+	uint16_t port;
+	int l = t_listen(g_domain, g_af, &port, 4);
+	if (l < 0)
+		return -1;
+	acc_t a = { l, -1, 0 };
+	pthread_t th;
+	pthread_create(&th, NULL, acc_thread, &a);
+	int fd;
+	NEWSOCK(fd);
+	set_nonblock(fd, 1);
+	sockaddr_any sa;
+	socklen_t len = make_loopback(&sa, g_af, port);
+	int rc = connect(fd, &sa.sa, len);
+	CHECK(rc == 0 || errno == EINPROGRESS, "non-blocking connect returned %d errno %s", rc, strerror(errno));
+	int ev = wait_ev(fd, POLLOUT, 5000);
+	CHECK(ev & POLLOUT, "no POLLOUT within 5 s of a non-blocking connect (revents 0x%x)", ev);
+	CHECK(!(ev & (POLLERR | POLLHUP)), "POLLERR/POLLHUP after non-blocking connect (revents 0x%x)", ev);
+	int err = -1;
+	socklen_t el = sizeof err;
+	SYS(getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el));
+	CHECK(err == 0, "SO_ERROR = %d (%s) after a successful connect", err, strerror(err));
+	pthread_join(th, NULL);
+	CHECK(a.fd >= 0, "accept failed: %s", strerror(a.err));
+	/* connect again: Linux reports the completed non-blocking connect once
+	 * more with 0, after that EISCONN */
+	rc = connect(fd, &sa.sa, len);
+	CHECK(rc == 0 || errno == EISCONN, "second connect returned %d (%s), expected 0 or EISCONN", rc,
+	      rc < 0 ? strerror(errno) : "");
+	EXPECT_ERR(connect(fd, &sa.sa, len), EISCONN);
+	WRITEN(fd, "n", 1);
+	char c;
+	READN(a.fd, &c, 1);
+	CHECK(c == 'n', "wrong byte");
+	close(fd);
+	close(a.fd);
+	close(l);
+	return 0;
+}
+
+static int t_nonblock_recv(void)
+{
+	int c, s;
+	PAIR(c, s);
+	set_nonblock(c, 1);
+	char buf[8];
+	EXPECT_ERR(recv(c, buf, sizeof buf, 0), EAGAIN);
+	EXPECT_ERR(read(c, buf, sizeof buf), EAGAIN);
+	close(c);
+	close(s);
+	return 0;
+}
+
+static int t_msg_peek(void)
+{
+	int c, s;
+	PAIR(c, s);
+	const char msg[] = "peek-a-boo 0123456789";
+	WRITEN(s, msg, sizeof msg);
+	CHECK(wait_ev(c, POLLIN, 5000) & POLLIN, "no POLLIN within 5 s");
+	char b1[64] = { 0 }, b2[64] = { 0 }, b3[64] = { 0 };
+	ssize_t n1, n2, n3;
+	for (int i = 0; i < 5000; i++) { /* wait until everything is queued */
+		n1 = recv(c, b1, sizeof b1, MSG_PEEK);
+		if (n1 == (ssize_t)sizeof msg)
+			break;
+		msleep_poll(1);
+	}
+	CHECK(n1 == (ssize_t)sizeof msg, "recv(MSG_PEEK) returned %zd, expected %zu", n1, sizeof msg);
+	n2 = recv(c, b2, sizeof b2, MSG_PEEK);
+	CHECK(n2 == n1 && !memcmp(b1, b2, (size_t)n1), "second MSG_PEEK differs");
+	n3 = read(c, b3, sizeof b3);
+	CHECK(n3 == n1 && !memcmp(b1, b3, (size_t)n1), "read after MSG_PEEK returned %zd/different bytes", n3);
+	CHECK(!memcmp(b3, msg, sizeof msg), "wrong content");
+	set_nonblock(c, 1);
+	EXPECT_ERR(recv(c, b1, sizeof b1, MSG_PEEK), EAGAIN);
+	close(c);
+	close(s);
+	return 0;
+}
+
+typedef struct {
+	int fd;
+	pid_t reader_tid;
+	int err;
+} wa_t;
+
+static void *waitall_writer(void *arg)
+{
+	wa_t *w = arg;
+	char piece[1000];
+	for (int i = 0; i < 4; i++) {
+		memset(piece, 'A' + i, sizeof piece);
+		wait_blocked(w->reader_tid); /* reader is waiting for more */
+		if (send(w->fd, piece, sizeof piece, MSG_NOSIGNAL) != (ssize_t)sizeof piece) {
+			w->err = errno ? errno : -1;
+			return NULL;
+		}
+	}
+	return NULL;
+}
+
+static int t_msg_waitall(void)
+{
+	int c, s;
+	PAIR(c, s);
+	wa_t w = { s, my_tid(), 0 };
+	pthread_t th;
+	pthread_create(&th, NULL, waitall_writer, &w);
+	char buf[4000];
+	ssize_t n;
+	do
+		n = recv(c, buf, sizeof buf, MSG_WAITALL);
+	while (n < 0 && errno == EINTR);
+	pthread_join(th, NULL);
+	CHECK(w.err == 0, "writer send failed: %s", strerror(w.err));
+	CHECK(n == 4000, "recv(4000, MSG_WAITALL) returned %zd (%s)", n, n < 0 ? strerror(errno) : "short");
+	for (int i = 0; i < 4000; i++)
+		CHECK(buf[i] == 'A' + i / 1000, "wrong byte at %d", i);
+	/* MSG_WAITALL stops early at EOF */
+	WRITEN(s, "xyz", 3);
+	close(s);
+	n = recv(c, buf, 100, MSG_WAITALL);
+	CHECK(n == 3, "recv(MSG_WAITALL) over EOF returned %zd, expected 3", n);
+	close(c);
+	return 0;
+}
+
+static int t_msg_dontwait(void)
+{
+	int c, s;
+	PAIR(c, s);
+	char buf[64];
+	EXPECT_ERR(recv(c, buf, sizeof buf, MSG_DONTWAIT), EAGAIN);
+	int fl = fcntl(c, F_GETFL);
+	CHECK(!(fl & O_NONBLOCK), "MSG_DONTWAIT changed the file flags");
+	WRITEN(s, "dw", 2);
+	CHECK(wait_ev(c, POLLIN, 5000) & POLLIN, "no POLLIN");
+	ssize_t n = recv(c, buf, sizeof buf, MSG_DONTWAIT);
+	CHECK(n == 2 && !memcmp(buf, "dw", 2), "recv(MSG_DONTWAIT) returned %zd", n);
+	/* send(MSG_DONTWAIT) on a blocking socket never blocks: fill to EAGAIN */
+	static char big[65536];
+	size_t total = 0;
+	for (;;) {
+		n = send(c, big, sizeof big, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0)
+			break;
+		total += (size_t)n;
+		CHECK(total < (512u << 20), "send(MSG_DONTWAIT) accepted 512 MiB without EAGAIN");
+	}
+	CHECK(errno == EAGAIN, "send(MSG_DONTWAIT) failed with %s, expected EAGAIN", strerror(errno));
+	CHECK(total > 0, "send(MSG_DONTWAIT) could not send anything");
+	close(c);
+	close(s);
+	return 0;
+}
+
+static int t_recv_after_close(void)
+{
+	int c, s;
+	PAIR(c, s);
+	WRITEN(s, "bye", 3);
+	close(s);
+	char buf[8];
+	READN(c, buf, 3);
+	CHECK(!memcmp(buf, "bye", 3), "wrong data");
+	for (int i = 0; i < 3; i++) {
+		ssize_t n = recv(c, buf, sizeof buf, 0);
+		CHECK(n == 0, "recv #%d after the peer closed returned %zd (%s), expected 0", i + 1, n,
+		      n < 0 ? strerror(errno) : "data");
+	}
+	int ev = wait_ev(c, POLLIN, 0);
+	CHECK(ev & POLLIN, "POLLIN not reported at EOF (revents 0x%x)", ev);
+	close(c);
+	return 0;
+}
+
+/* send on a connection whose peer has closed until it fails; returns the
+ * errno (EPIPE expected) */
+static int send_until_error(int fd, int flags)
+{
+	for (int i = 0; i < 300; i++) { /* <= ~3 s */
+		ssize_t n = send(fd, "z", 1, flags);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == ECONNRESET) /* tolerated: EPIPE must follow */
+				continue;
+			return errno;
+		}
+		wait_ev(fd, 0, 10); /* up to 10 ms for the reset (POLLERR/POLLHUP) */
+	}
+	return 0;
+}
+
+static int t_epipe_nosignal(void)
+{
+	int c, s;
+	PAIR(c, s);
+	close(s);
+	CHECK(wait_ev(c, POLLIN, 5000) & POLLIN, "EOF not seen within 5 s");
+	sig_atomic_t before = sigpipe_count;
+	int err = send_until_error(c, MSG_NOSIGNAL);
+	CHECK(err == EPIPE, "send(MSG_NOSIGNAL) after the peer closed: %s, expected EPIPE",
+	      err ? strerror(err) : "never failed");
+	CHECK(sigpipe_count == before, "SIGPIPE delivered despite MSG_NOSIGNAL");
+	close(c);
+	return 0;
+}
+
+static int t_sigpipe(void)
+{
+	int c, s;
+	PAIR(c, s);
+	close(s);
+	CHECK(wait_ev(c, POLLIN, 5000) & POLLIN, "EOF not seen within 5 s");
+	sig_atomic_t before = sigpipe_count;
+	int err = send_until_error(c, 0);
+	CHECK(err == EPIPE, "send after the peer closed: %s, expected EPIPE", err ? strerror(err) : "never failed");
+	CHECK(sigpipe_count > before, "SIGPIPE handler did not run on EPIPE without MSG_NOSIGNAL");
+	before = sigpipe_count;
+	ssize_t n = write(c, "w", 1);
+	CHECK(n < 0 && errno == EPIPE, "write() returned %zd (%s), expected EPIPE", n,
+	      n < 0 ? strerror(errno) : "success");
+	CHECK(sigpipe_count > before, "SIGPIPE not delivered for write()");
+	close(c);
+	return 0;
+}
+
+
+#endif /* SEMANTICS_CHECKS_CONN_H */

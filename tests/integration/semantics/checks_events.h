@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Checks: select/poll/ppoll/pselect, epoll (one-shot, edge-triggered), EINTR, SO_RCVTIMEO.
+ *
+ * Part of sdp_semantics.c (one program, one translation unit): it is
+ * #included there, after semantics/harness.h.
+ */
+#ifndef SEMANTICS_CHECKS_EVENTS_H
+#define SEMANTICS_CHECKS_EVENTS_H
+
+static int t_multiplex(void)
+{
+	int c, s, tc, ts;
+	PAIR(c, s);
+	if (t_pair_on(AF_INET, AF_INET, &tc, &ts, NULL) < 0)
+		return -1;
+	int maxfd = (c > tc ? c : tc) + 1;
+	for (int phase = 0; phase < 3; phase++) {
+		/* phase 0: only the socket under test readable; 1: only TCP; 2: both */
+		if (phase == 0)
+			WRITEN(s, "1", 1);
+		if (phase == 1) {
+			char b;
+			READN(c, &b, 1);
+			WRITEN(ts, "2", 1);
+		}
+		if (phase == 2)
+			WRITEN(s, "3", 1);
+		int want_c = phase != 1, want_t = phase != 0;
+		int nwant = want_c + want_t;
+		/* wait for arrival through poll with a generous timeout */
+		for (int i = 0; i < 5000; i++) {
+			struct pollfd p[2] = { { c, POLLIN, 0 }, { tc, POLLIN, 0 } };
+			int k = poll(p, 2, 0);
+			if (k == nwant)
+				break;
+			msleep_poll(1);
+		}
+		/* select */
+		fd_set rf, wf;
+		FD_ZERO(&rf);
+		FD_ZERO(&wf);
+		FD_SET(c, &rf);
+		FD_SET(tc, &rf);
+		FD_SET(c, &wf);
+		FD_SET(tc, &wf);
+		struct timeval tv = { 5, 0 };
+		int k = select(maxfd, &rf, &wf, NULL, &tv);
+		CHECK(k == nwant + 2, "phase %d: select returned %d, expected %d", phase, k, nwant + 2);
+		CHECK(!!FD_ISSET(c, &rf) == want_c && !!FD_ISSET(tc, &rf) == want_t,
+		      "phase %d: select readable set wrong (sock %d, tcp %d)", phase, !!FD_ISSET(c, &rf),
+		      !!FD_ISSET(tc, &rf));
+		CHECK(FD_ISSET(c, &wf) && FD_ISSET(tc, &wf), "phase %d: select: not writable", phase);
+		/* pselect, read set only */
+		FD_ZERO(&rf);
+		FD_SET(c, &rf);
+		FD_SET(tc, &rf);
+		struct timespec ts5 = { 5, 0 };
+		sigset_t mask;
+		sigemptyset(&mask);
+		k = pselect(maxfd, &rf, NULL, NULL, &ts5, &mask);
+		CHECK(k == nwant, "phase %d: pselect returned %d, expected %d", phase, k, nwant);
+		CHECK(!!FD_ISSET(c, &rf) == want_c && !!FD_ISSET(tc, &rf) == want_t,
+		      "phase %d: pselect readable set wrong", phase);
+		/* poll */
+		struct pollfd p[2] = { { c, POLLIN | POLLOUT, 0 }, { tc, POLLIN | POLLOUT, 0 } };
+		k = poll(p, 2, 5000);
+		CHECK(k == 2, "phase %d: poll returned %d", phase, k);
+		CHECK(!!(p[0].revents & POLLIN) == want_c && !!(p[1].revents & POLLIN) == want_t &&
+			      (p[0].revents & POLLOUT) && (p[1].revents & POLLOUT),
+		      "phase %d: poll revents 0x%x 0x%x", phase, p[0].revents, p[1].revents);
+		/* ppoll, POLLIN only */
+		struct pollfd q[2] = { { c, POLLIN, 0 }, { tc, POLLIN, 0 } };
+		k = ppoll(q, 2, &ts5, &mask);
+		CHECK(k == nwant, "phase %d: ppoll returned %d, expected %d", phase, k, nwant);
+		CHECK(!!(q[0].revents & POLLIN) == want_c && !!(q[1].revents & POLLIN) == want_t,
+		      "phase %d: ppoll revents 0x%x 0x%x", phase, q[0].revents, q[1].revents);
+	}
+	/* a timeout with nothing readable */
+	char b[2];
+	READN(c, b, 1);
+	READN(tc, b, 1);
+	fd_set rf;
+	FD_ZERO(&rf);
+	FD_SET(c, &rf);
+	FD_SET(tc, &rf);
+	struct timeval tv = { 0, 20000 };
+	int k = select(maxfd, &rf, NULL, NULL, &tv);
+	CHECK(k == 0, "select with nothing readable returned %d", k);
+	struct pollfd p[2] = { { c, POLLIN, 0 }, { tc, POLLIN, 0 } };
+	k = poll(p, 2, 20);
+	CHECK(k == 0, "poll with nothing readable returned %d", k);
+	close(c);
+	close(s);
+	close(tc);
+	close(ts);
+	return 0;
+}
+
+static int ep_wait(int ep, struct epoll_event *ev, int ms)
+{
+	int k;
+	do
+		k = epoll_wait(ep, ev, 1, ms);
+	while (k < 0 && errno == EINTR);
+	return k;
+}
+
+static int t_epoll_oneshot(void)
+{
+	int c, s;
+	PAIR(c, s);
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	SYS(ep);
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT, .data.u64 = 0xfeed };
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev));
+	struct epoll_event out;
+	CHECK(ep_wait(ep, &out, 0) == 0, "event reported with no data");
+	WRITEN(s, "1", 1);
+	int k = ep_wait(ep, &out, 5000);
+	CHECK(k == 1 && (out.events & EPOLLIN) && out.data.u64 == 0xfeed, "no EPOLLIN event (k=%d)", k);
+	WRITEN(s, "2", 1);
+	k = ep_wait(ep, &out, 50);
+	CHECK(k == 0, "EPOLLONESHOT: event reported again before re-arming");
+	ev.data.u64 = 0xbeef;
+	SYS(epoll_ctl(ep, EPOLL_CTL_MOD, c, &ev));
+	k = ep_wait(ep, &out, 5000);
+	CHECK(k == 1 && (out.events & EPOLLIN) && out.data.u64 == 0xbeef,
+	      "no event after re-arming with EPOLL_CTL_MOD (k=%d)", k);
+	k = ep_wait(ep, &out, 0);
+	CHECK(k == 0, "EPOLLONESHOT: second event without re-arm");
+	char b[2];
+	READN(c, b, 2);
+	CHECK(b[0] == '1' && b[1] == '2', "wrong data");
+	SYS(epoll_ctl(ep, EPOLL_CTL_DEL, c, NULL));
+	close(ep);
+	close(c);
+	close(s);
+	return 0;
+}
+
+static int t_epoll_et(void)
+{
+	int c, s;
+	PAIR(c, s);
+	int ep = epoll_create1(0);
+	SYS(ep);
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.fd = c };
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev));
+	struct epoll_event out;
+	WRITEN(s, "a", 1);
+	int k = ep_wait(ep, &out, 5000);
+	CHECK(k == 1 && (out.events & EPOLLIN) && out.data.fd == c, "no EPOLLIN edge (k=%d)", k);
+	k = ep_wait(ep, &out, 50);
+	CHECK(k == 0, "EPOLLET: event repeated without new data");
+	WRITEN(s, "b", 1);
+	k = ep_wait(ep, &out, 5000);
+	CHECK(k == 1 && (out.events & EPOLLIN),
+	      "EPOLLET: no new edge when more data arrived while earlier data was still unread (k=%d); "
+	      "Linux reports one per arrival",
+	      k);
+	char b[2];
+	set_nonblock(c, 1);
+	size_t got = 0;
+	while (got < 2) {
+		ssize_t n = recv(c, b + got, 2 - got, 0);
+		if (n > 0)
+			got += (size_t)n;
+		else if (n < 0 && errno == EAGAIN)
+			ep_wait(ep, &out, 1000);
+		else
+			FAIL("recv: %zd %s", n, strerror(errno));
+	}
+	CHECK(ep_wait(ep, &out, 0) == 0, "event after draining");
+	/* level-triggered EPOLLOUT on an idle connection */
+	int ep2 = epoll_create1(0);
+	struct epoll_event ev2 = { .events = EPOLLOUT, .data.fd = c };
+	SYS(epoll_ctl(ep2, EPOLL_CTL_ADD, c, &ev2));
+	CHECK(ep_wait(ep2, &out, 5000) == 1 && (out.events & EPOLLOUT), "no EPOLLOUT");
+	CHECK(ep_wait(ep2, &out, 0) == 1 && (out.events & EPOLLOUT), "level-triggered EPOLLOUT not repeated");
+	close(ep2);
+	close(ep);
+	close(c);
+	close(s);
+	return 0;
+}
+
+typedef struct {
+	pthread_t target;
+	volatile int done;
+} sig_t_arg;
+
+static void *signaller(void *arg)
+{
+	sig_t_arg *a = arg;
+	for (int i = 0; i < 500 && !a->done; i++) {
+		pthread_kill(a->target, SIGUSR1);
+		msleep_poll(10);
+	}
+	return NULL;
+}
+
+static int t_eintr(void)
+{
+	int c, s;
+	PAIR(c, s);
+	struct sigaction sa, old;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_sigusr1;
+	sa.sa_flags = 0; /* no SA_RESTART */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, &old);
+	sig_t_arg a = { pthread_self(), 0 };
+	pthread_t th;
+	pthread_create(&th, NULL, signaller, &a);
+	char b;
+	errno = 0;
+	ssize_t n = recv(c, &b, 1, 0);
+	int e = errno;
+	a.done = 1;
+	pthread_join(th, NULL);
+	sigaction(SIGUSR1, &old, NULL);
+	CHECK(n < 0 && e == EINTR, "blocking recv interrupted by a signal returned %zd (%s), expected -1 EINTR",
+	      n, n < 0 ? strerror(e) : "data");
+	CHECK(sigusr1_count > 0, "handler did not run");
+	/* the connection still works */
+	WRITEN(s, "e", 1);
+	READN(c, &b, 1);
+	CHECK(b == 'e', "wrong data after EINTR");
+	close(c);
+	close(s);
+	return 0;
+}
+
+static int t_rcvtimeo(void)
+{
+	int c, s;
+	PAIR(c, s);
+	struct timeval tv = { 0, 100000 };
+	SYS(setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv));
+	struct timeval g = { 0, 0 };
+	socklen_t len = sizeof g;
+	SYS(getsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &g, &len));
+	CHECK(g.tv_sec == 0 && g.tv_usec >= 90000 && g.tv_usec <= 110000, "SO_RCVTIMEO reads back %ld.%06ld",
+	      (long)g.tv_sec, (long)g.tv_usec);
+	double t0 = now_sec();
+	char b;
+	EXPECT_ERR(recv(c, &b, 1, 0), EAGAIN);
+	double dt = now_sec() - t0;
+	CHECK(dt >= 0.08 && dt < 5, "SO_RCVTIMEO of 100 ms timed out after %.3f s", dt);
+	close(c);
+	close(s);
+	return 0;
+}
+
+
+#endif /* SEMANTICS_CHECKS_EVENTS_H */

@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Checks: socket options, ioctls, fcntl, vectored I/O.
+ *
+ * Part of sdp_semantics.c (one program, one translation unit): it is
+ * #included there, after semantics/harness.h.
+ */
+#ifndef SEMANTICS_CHECKS_OPTS_H
+#define SEMANTICS_CHECKS_OPTS_H
+
+static int t_so_bufs(void)
+{
+	int c, s;
+	PAIR(c, s);
+	int opts[2] = { SO_RCVBUF, SO_SNDBUF };
+	const char *names[2] = { "SO_RCVBUF", "SO_SNDBUF" };
+	for (int i = 0; i < 2; i++) {
+		int v = 0;
+		socklen_t len = sizeof v;
+		SYS(getsockopt(c, SOL_SOCKET, opts[i], &v, &len));
+		CHECK(v > 0 && len == sizeof v, "%s default = %d", names[i], v);
+		int want = 65536;
+		SYS(setsockopt(c, SOL_SOCKET, opts[i], &want, sizeof want));
+		len = sizeof v;
+		SYS(getsockopt(c, SOL_SOCKET, opts[i], &v, &len));
+		CHECK(v >= want, "%s = %d after setting %d", names[i], v, want);
+	}
+	/* data still flows after resizing */
+	WRITEN(c, "buf", 3);
+	char b[3];
+	READN(s, b, 3);
+	close(c);
+	close(s);
+	return 0;
+}
+
+static int getint(int fd, int level, int opt, int *v)
+{
+	socklen_t len = sizeof *v;
+	*v = -1;
+	return getsockopt(fd, level, opt, v, &len);
+}
+
+static int t_so_reuseaddr(void)
+{
+	int fd;
+	NEWSOCK(fd);
+	int v, one = 1;
+	SYS(getint(fd, SOL_SOCKET, SO_REUSEADDR, &v));
+	CHECK(v == 0, "SO_REUSEADDR default %d", v);
+	SYS(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one));
+	SYS(getint(fd, SOL_SOCKET, SO_REUSEADDR, &v));
+	CHECK(v == 1, "SO_REUSEADDR = %d after setting 1", v);
+	close(fd);
+	/* functional: after the server side actively closes (TIME_WAIT on the
+	 * listening port), a new listener with SO_REUSEADDR can bind the port */
+	int c, s;
+	uint16_t port;
+	if (t_pair_on(g_domain, g_af, &c, &s, &port) < 0)
+		return -1;
+	close(s);
+	char b;
+	CHECK(recv(c, &b, 1, 0) == 0, "no EOF");
+	close(c);
+	NEWSOCK(fd);
+	SYS(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one));
+	sockaddr_any a;
+	socklen_t len = make_loopback(&a, g_af, port);
+	SYS(bind(fd, &a.sa, len));
+	SYS(listen(fd, 4));
+	close(fd);
+	return 0;
+}
+
+static int t_so_keepalive(void)
+{
+	int c, s, v, one = 1, zero = 0;
+	PAIR(c, s);
+	SYS(getint(c, SOL_SOCKET, SO_KEEPALIVE, &v));
+	CHECK(v == 0, "SO_KEEPALIVE default %d", v);
+	SYS(setsockopt(c, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one));
+	SYS(getint(c, SOL_SOCKET, SO_KEEPALIVE, &v));
+	CHECK(v == 1, "SO_KEEPALIVE = %d after setting 1", v);
+	SYS(setsockopt(c, SOL_SOCKET, SO_KEEPALIVE, &zero, sizeof zero));
+	SYS(getint(c, SOL_SOCKET, SO_KEEPALIVE, &v));
+	CHECK(v == 0, "SO_KEEPALIVE = %d after setting 0", v);
+	close(c);
+	close(s);
+	return 0;
+}
+
+static int t_tcp_nodelay(void)
+{
+	int c, s, v, one = 1, zero = 0;
+	PAIR(c, s);
+	SYS(getint(c, IPPROTO_TCP, TCP_NODELAY, &v));
+	CHECK(v == 0, "TCP_NODELAY default %d", v);
+	SYS(setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one));
+	SYS(getint(c, IPPROTO_TCP, TCP_NODELAY, &v));
+	CHECK(v == 1, "TCP_NODELAY = %d after setting 1", v);
+	SYS(setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &zero, sizeof zero));
+	SYS(getint(c, IPPROTO_TCP, TCP_NODELAY, &v));
+	CHECK(v == 0, "TCP_NODELAY = %d after setting 0", v);
+	close(c);
+	close(s);
+	return 0;
+}
+
+static int t_fionread(void)
+{
+	int c, s, v = -1;
+	PAIR(c, s);
+	SYS(ioctl(c, FIONREAD, &v));
+	CHECK(v == 0, "FIONREAD = %d on an idle socket", v);
+	char buf[600];
+	memset(buf, 'f', sizeof buf);
+	WRITEN(s, buf, 100);
+	WRITEN(s, buf, 200);
+	WRITEN(s, buf, 300);
+	for (int i = 0; i < 5000; i++) { /* arrival is asynchronous */
+		SYS(ioctl(c, FIONREAD, &v));
+		if (v == 600)
+			break;
+		msleep_poll(1);
+	}
+	CHECK(v == 600, "FIONREAD = %d after 600 bytes were written", v);
+	SYS(ioctl(c, SIOCINQ, &v));
+	CHECK(v == 600, "SIOCINQ = %d", v);
+	READN(c, buf, 250);
+	SYS(ioctl(c, FIONREAD, &v));
+	CHECK(v == 350, "FIONREAD = %d after reading 250 of 600", v);
+	READN(c, buf, 350);
+	SYS(ioctl(c, FIONREAD, &v));
+	CHECK(v == 0, "FIONREAD = %d after reading everything", v);
+	close(c);
+	close(s);
+	return 0;
+}
+
+static int t_fionbio(void)
+{
+	int c, s, on = 1, off = 0;
+	PAIR(c, s);
+	SYS(ioctl(c, FIONBIO, &on));
+	CHECK(fcntl(c, F_GETFL) & O_NONBLOCK, "FIONBIO 1 did not set O_NONBLOCK");
+	char b;
+	EXPECT_ERR(recv(c, &b, 1, 0), EAGAIN);
+	SYS(ioctl(c, FIONBIO, &off));
+	CHECK(!(fcntl(c, F_GETFL) & O_NONBLOCK), "FIONBIO 0 did not clear O_NONBLOCK");
+	WRITEN(s, "b", 1);
+	READN(c, &b, 1);
+	close(c);
+	close(s);
+	return 0;
+}
+
+static int t_fcntl(void)
+{
+	int c, s;
+	PAIR(c, s);
+	int fl = fcntl(c, F_GETFL);
+	SYS(fl);
+	CHECK(!(fl & O_NONBLOCK), "new socket is non-blocking");
+	CHECK((fl & O_ACCMODE) == O_RDWR, "F_GETFL access mode 0%o, expected O_RDWR", fl & O_ACCMODE);
+	SYS(fcntl(c, F_SETFL, fl | O_NONBLOCK));
+	CHECK(fcntl(c, F_GETFL) & O_NONBLOCK, "O_NONBLOCK not set");
+	char b;
+	EXPECT_ERR(recv(c, &b, 1, 0), EAGAIN);
+	SYS(fcntl(c, F_SETFL, fl));
+	CHECK(!(fcntl(c, F_GETFL) & O_NONBLOCK), "O_NONBLOCK not cleared");
+	SYS(fcntl(c, F_SETFD, FD_CLOEXEC));
+	CHECK(fcntl(c, F_GETFD) & FD_CLOEXEC, "FD_CLOEXEC not set");
+	SYS(fcntl(c, F_SETFD, 0));
+	CHECK(!(fcntl(c, F_GETFD) & FD_CLOEXEC), "FD_CLOEXEC not cleared");
+	close(c);
+	close(s);
+	return 0;
+}
+
+static int t_readv_writev(void)
+{
+	int c, s;
+	PAIR(c, s);
+	char a[10], b[1000], d[5];
+	memset(a, 'a', sizeof a);
+	prng_t r;
+	prng_seed(&r, 5);
+	prng_fill(&r, b, sizeof b);
+	memset(d, 'd', sizeof d);
+	struct iovec wv[3] = { { a, sizeof a }, { b, sizeof b }, { d, sizeof d } };
+	ssize_t n = writev(s, wv, 3);
+	CHECK(n == 1015, "writev returned %zd (%s)", n, n < 0 ? strerror(errno) : "short");
+	char x[7], y[8], z[1000];
+	size_t got = 0;
+	while (got < 1015) {
+		/* readv into the remaining part of the three buffers */
+		struct iovec rv[3];
+		int cnt = 0;
+		size_t off = got;
+		char *bufs[3] = { x, y, z };
+		size_t lens[3] = { sizeof x, sizeof y, sizeof z };
+		for (int i = 0; i < 3; i++) {
+			if (off >= lens[i]) {
+				off -= lens[i];
+				continue;
+			}
+			rv[cnt].iov_base = bufs[i] + off;
+			rv[cnt].iov_len = lens[i] - off;
+			cnt++;
+			off = 0;
+		}
+		n = readv(c, rv, cnt);
+		CHECK(n > 0, "readv returned %zd (%s)", n, n < 0 ? strerror(errno) : "EOF");
+		got += (size_t)n;
+	}
+	char all_in[1015], all_out[1015];
+	memcpy(all_in, a, 10);
+	memcpy(all_in + 10, b, 1000);
+	memcpy(all_in + 1010, d, 5);
+	memcpy(all_out, x, 7);
+	memcpy(all_out + 7, y, 8);
+	memcpy(all_out + 15, z, 1000);
+	CHECK(!memcmp(all_in, all_out, 1015), "readv/writev data mismatch");
+	close(c);
+	close(s);
+	return 0;
+}
+
+static int t_sendmsg_recvmsg(void)
+{
+	int c, s;
+	PAIR(c, s);
+	char src[4][300];
+	prng_t r;
+	prng_seed(&r, 6);
+	prng_fill(&r, src, sizeof src);
+	struct iovec wv[4] = { { src[0], 1 }, { src[1], 300 }, { src[2], 17 }, { src[3], 250 } };
+	struct msghdr mh = { .msg_iov = wv, .msg_iovlen = 4 };
+	ssize_t n = sendmsg(s, &mh, MSG_NOSIGNAL);
+	CHECK(n == 568, "sendmsg returned %zd (%s)", n, n < 0 ? strerror(errno) : "short");
+	char exp[568];
+	size_t o = 0;
+	for (int i = 0; i < 4; i++) {
+		memcpy(exp + o, wv[i].iov_base, wv[i].iov_len);
+		o += wv[i].iov_len;
+	}
+	char out[568];
+	size_t got = 0;
+	while (got < 568) {
+		size_t rem = 568 - got;
+		size_t l0 = rem < 100 ? rem : 100;
+		size_t l1 = rem - l0 < 3 ? rem - l0 : 3;
+		struct iovec rv[3] = { { out + got, l0 }, { out + got + l0, l1 }, { out + got + l0 + l1, rem - l0 - l1 } };
+		struct msghdr rh = { .msg_iov = rv, .msg_iovlen = 3 };
+		n = recvmsg(c, &rh, 0);
+		CHECK(n > 0, "recvmsg returned %zd (%s)", n, n < 0 ? strerror(errno) : "EOF");
+		CHECK(!(rh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)), "recvmsg msg_flags 0x%x", rh.msg_flags);
+		got += (size_t)n;
+	}
+	CHECK(!memcmp(out, exp, 568), "sendmsg/recvmsg data mismatch");
+	close(c);
+	close(s);
+	return 0;
+}
+
+/* select/pselect/poll/ppoll with the socket under test and a kernel TCP
+ * socket in the same set */
+
+#endif /* SEMANTICS_CHECKS_OPTS_H */
