@@ -6,6 +6,7 @@
  * threads both run under the connection lock.
  */
 #include "engine/conn.h"
+#include "engine/appwake.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -394,6 +395,8 @@ void sdp_conn_reset_locked(struct sdp_conn *c, int err, enum sdp_reason why)
 		return;
 	sdp_log(SDP_LOG_INFO, "conn %u: reset in %s: %s (%s)", c->id,
 		sdp_state_name(c->state), strerror(-err), sdp_reason_str(why));
+	sdp_appwake_stop_locked(c);
+	c->appwake_off = 1;
 	if (why == SDP_REASON_LOCAL_ABORT && c->qp && !c->abort_sent &&
 	    c->tx_credits >= 1 && c->state != SDP_ST_CONNECTING) {
 		/* Tell the peer explicitly; the QP teardown follows anyway. */
@@ -511,18 +514,45 @@ __thread int sdp_in_progress_thread;
 void sdp_conn_update_ready_locked(struct sdp_conn *c)
 {
 	unsigned m;
+	int round;
 
 	if (!c->ready)
 		return;
-	m = sdp_conn_ready_mask_locked(c);
-	/* New data while the application is away (possibly asleep in an
-	 * edge-triggered epoll_wait): make a fresh edge, as TCP does for each
-	 * arriving segment.  Arrivals seen by the application's own call need
-	 * no edge: it is awake. */
-	if (c->rx_pulse && sdp_in_progress_thread && (m & SDP_READY_IN))
-		m |= SDP_READY_PULSE;
-	c->rx_pulse = 0;
-	sdp_ready_set(c->ready, m);
+	for (round = 0;; round++) {
+		/* A byte the peer wrote into our readiness fd announces a
+		 * message: take it in before deciding what is readable, or
+		 * the byte would be drained with the message unseen. */
+		if (sdp_appwake_disarm_locked(c) && c->state != SDP_ST_RESET) {
+			if (conn_drain_cq_locked(c) < 0 &&
+			    c->state != SDP_ST_RESET)
+				sdp_conn_reset_locked(c, -ECONNRESET,
+						      SDP_REASON_TRANSPORT);
+		}
+		m = sdp_conn_ready_mask_locked(c);
+		/* New data while the application is away (possibly asleep in
+		 * an edge-triggered epoll_wait): make a fresh edge, as TCP
+		 * does for each arriving segment.  Arrivals seen by the
+		 * application's own call need no edge: it is awake. */
+		if (c->rx_pulse && sdp_in_progress_thread && (m & SDP_READY_IN))
+			m |= SDP_READY_PULSE;
+		c->rx_pulse = 0;
+		sdp_ready_set(c->ready, m);
+		if (!sdp_appwake_arm_locked(c, m))
+			break;
+		/* A message slipped in before the arm was visible: nobody
+		 * was told.  Take it in and decide again.  Each round
+		 * consumes messages, so this ends; past a few, let the
+		 * application come and look. */
+		if (round == 8) {
+			sdp_appwake_disarm_locked(c);
+			sdp_ready_set(c->ready, m | SDP_READY_IN);
+			break;
+		}
+		sdp_appwake_disarm_locked(c);
+		if (conn_drain_cq_locked(c) < 0 && c->state != SDP_ST_RESET)
+			sdp_conn_reset_locked(c, -ECONNRESET,
+					      SDP_REASON_TRANSPORT);
+	}
 }
 
 int sdp_conn_take_err_locked(struct sdp_conn *c)
@@ -645,6 +675,10 @@ static void close_flush_locked(struct sdp_conn *c)
 void sdp_conn_close(struct sdp_conn *c, int abort)
 {
 	pthread_mutex_lock(&c->lock);
+	/* From now on the progress thread finishes the connection: the
+	 * peer's messages must ring it, not the closed descriptor. */
+	sdp_appwake_disarm_locked(c);
+	c->appwake_off = 1;
 	c->ready = NULL;
 	c->orphan = 1;
 	if (c->qp && c->state != SDP_ST_RESET && c->state != SDP_ST_CLOSED) {

@@ -169,6 +169,9 @@ struct sdp_conn {
 	unsigned dead:1;		/* queued for freeing */
 	uint64_t close_deadline_ns;
 	struct sdp_ready *ready;	/* app fd mirror; NULL once orphaned */
+	unsigned app_fd_shared:1;	/* ready->lib_fd handed to the peer */
+	unsigned app_armed:1;		/* peer may wake the app (appwake.h) */
+	unsigned appwake_off:1;		/* not for this connection any more */
 	struct sdp_conn *next, *prev;	/* progress registry list */
 	struct sdp_conn *timer_next;	/* progress timer list */
 	unsigned in_timer:1;

@@ -54,23 +54,48 @@ static void fill_app_sendq(struct sdp_ready *r)
 	r->unwritable = 1;
 }
 
-static void drain(int fd, int flags)
+/* Read everything queued on `fd`; returns the byte count.  One call
+ * empties an AF_UNIX stream queue unless it fills the buffer. */
+static size_t drain(int fd, int flags)
 {
 	char buf[16384];
+	size_t total = 0;
+	ssize_t n;
 
-	while (sdp_real.recv(fd, buf, sizeof(buf), MSG_DONTWAIT | flags) > 0)
-		;
+	do {
+		n = sdp_real.recv(fd, buf, sizeof(buf), MSG_DONTWAIT | flags);
+		if (n > 0)
+			total += (size_t)n;
+	} while (n == (ssize_t)sizeof(buf));
+	return total;
+}
+
+static void drain_tokens(struct sdp_ready *r)
+{
+	size_t n = drain(r->app_fd, 0);
+
+	r->tokens = n >= r->tokens ? 0 : r->tokens - (unsigned)n;
 }
 
 static void set_readable(struct sdp_ready *r, int on)
 {
 	if (on) {
-		if (sdp_real.send(r->lib_fd, "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
+		if (sdp_real.send(r->lib_fd, "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1) {
 			r->readable = 1;
+			r->tokens++;
+		}
 	} else {
-		drain(r->app_fd, 0);
+		drain_tokens(r);
 		r->readable = 0;
 	}
+}
+
+void sdp_ready_peer_token(struct sdp_ready *r)
+{
+	if (r->lib_fd < 0 || r->eof)
+		return;		/* the byte cannot arrive any more */
+	r->readable = 1;
+	r->tokens++;
 }
 
 static void set_urgent(struct sdp_ready *r, int on)
@@ -100,6 +125,10 @@ void sdp_ready_set(struct sdp_ready *r, unsigned want)
 		 * flag app_fd with ECONNRESET: POLLERR|POLLHUP, permanently. */
 		if (!r->unwritable)
 			sdp_real.send(r->app_fd, "e", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+		/* The peer's process may still hold a copy of lib_fd for a
+		 * moment (appwake): hang up now; the reset follows when the
+		 * last copy goes. */
+		sdp_real.shutdown(r->lib_fd, SHUT_RDWR);
 		sdp_real.close(r->lib_fd);
 		r->lib_fd = -1;
 		r->reset = 1;
@@ -113,12 +142,18 @@ void sdp_ready_set(struct sdp_ready *r, unsigned want)
 		if (!r->eof) {
 			sdp_real.shutdown(r->lib_fd, SHUT_WR);
 			r->eof = 1;
+			r->tokens = 0;	/* none can arrive after this */
 		}
 	} else if (!!(want & SDP_READY_IN) != r->readable) {
 		set_readable(r, !!(want & SDP_READY_IN));
 	} else if ((want & SDP_READY_PULSE) && r->readable) {
 		/* A new byte wakes edge-triggered waiters again. */
-		sdp_real.send(r->lib_fd, "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (sdp_real.send(r->lib_fd, "r", 1,
+				  MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
+			r->tokens++;
+	} else if (!r->readable && r->tokens) {
+		/* The peer's byte was still in flight at the last drain. */
+		drain_tokens(r);
 	}
 	if ((want & SDP_READY_OUT) && r->unwritable) {
 		drain(r->lib_fd, 0);

@@ -11,6 +11,12 @@
  *   POLLPRI   <- one MSG_OOB byte queued from lib_fd (urgent data pending)
  *   EOF       <- shutdown(lib_fd, SHUT_WR): POLLIN|POLLRDHUP, permanently
  *   reset     <- lib_fd closed with unread bytes: POLLERR|POLLHUP|POLLIN
+ *                (and shut down both ways first, for POLLHUP at once even
+ *                while the peer's process still holds a copy of lib_fd)
+ * The readable byte may also come from the peer's process (appwake: it
+ * holds a copy of lib_fd); `tokens` counts the bytes we know of, so that a
+ * byte still in flight when we drain is drained later, not left behind to
+ * make app_fd readable with nothing to read.
  * Each transition costs one or two non-blocking syscalls; nothing is done
  * when the state does not change.  Callers serialise with the owner's lock.
  */
@@ -25,6 +31,8 @@ struct sdp_ready {
 	unsigned urgent:1;	/* MSG_OOB byte queued */
 	unsigned eof:1;		/* SHUT_WR done on lib_fd */
 	unsigned reset:1;	/* lib_fd closed with unread data */
+	unsigned tokens;	/* readable bytes queued or in flight to
+				 * app_fd: ours, and the peer's (appwake) */
 };
 
 enum {
@@ -41,6 +49,9 @@ enum {
 int sdp_ready_init(struct sdp_ready *r, int sock_flags);
 /* Bring the kernel state in line with `want` (SDP_READY_* mask). */
 void sdp_ready_set(struct sdp_ready *r, unsigned want);
+/* The peer took our appwake arm: a readable byte is queued or about to be
+ * (written by the peer's process into lib_fd; see transport.h app_arm). */
+void sdp_ready_peer_token(struct sdp_ready *r);
 /* Close the library end (the application closes app_fd itself). */
 void sdp_ready_release(struct sdp_ready *r);
 

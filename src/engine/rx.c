@@ -208,6 +208,7 @@ int sdp_rx_handle_wc_locked(struct sdp_conn *c, const struct sdp_wc *wc)
 {
 	uint32_t idx = (uint32_t)wc->wr_id;
 	struct sdp_msg m;
+	unsigned pulse;
 	int r;
 
 	if (idx >= c->nbufs)
@@ -240,7 +241,11 @@ int sdp_rx_handle_wc_locked(struct sdp_conn *c, const struct sdp_wc *wc)
 	if (rx_account(c, &m.bsdh) < 0)
 		return 0;
 	c->stats.msgs_rcvd++;
+	pulse = c->rx_pulse;
 	r = rx_dispatch(c, idx, &m);
+	/* The sender's readiness byte already made the edge for it. */
+	if (wc->flags & SDP_WC_APP_WOKEN)
+		c->rx_pulse = pulse;
 	if (r == 0 && c->state != SDP_ST_RESET)
 		return sdp_rx_post_locked(c, idx);
 	return r < 0 ? 0 : 0;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/appwake.h"
 #include "engine/config.h"
 #include "engine/conn.h"
 #include "engine/progress.h"
@@ -55,6 +56,10 @@ static int tx_post_msg(struct sdp_conn *c, struct sdp_msg *m,
 	memset(&wr, 0, sizeof(wr));
 	wr.opcode = SDP_WR_SEND;
 	wr.flags = SDP_SEND_INLINE;
+	/* Data for the application: it may be woken directly (appwake). */
+	if ((m->bsdh.mid == SDP_MID_DATA && plen > 0) ||
+	    m->bsdh.mid == SDP_MID_SRC_AVAIL)
+		wr.flags |= SDP_SEND_SOLICITED;
 	wr.sg_list = sg;
 	wr.num_sge = npayload + 1;
 	r = sdp_post_send(c->qp, &wr);
@@ -128,7 +133,12 @@ int sdp_tx_post_ch_rcv_buf_ack_locked(struct sdp_conn *c)
 
 static int tx_post_disconn(struct sdp_conn *c)
 {
-	int r = sdp_tx_post_ctrl_locked(c, SDP_MID_DISCONN);
+	int r;
+
+	if (!c->qp || c->tx_credits < SDP_DATA_MIN_CREDITS)
+		return -EAGAIN;
+	sdp_appwake_stop_locked(c);
+	r = sdp_tx_post_ctrl_locked(c, SDP_MID_DISCONN);
 
 	if (r < 0)
 		return r;

@@ -983,6 +983,7 @@ static void sq_push_locked(struct loop_qp *qp, const struct sdp_send_wr *wr,
 	wc->status = status;
 	wc->opcode = opc[wr->opcode];
 	wc->byte_len = byte_len;
+	wc->flags = 0;
 	qp->sq_count++;
 	qp_notify_locked(qp);
 }
@@ -1158,6 +1159,7 @@ static int loop_poll_cq(struct sdp_qp *sq, struct sdp_wc *wc, int max)
 
 		wc[n].wr_id = rwr->wr_id;
 		wc[n].opcode = SDP_WC_RECV;
+		wc[n].flags = 0;
 		if (qp->rq_done) {
 			wc[n].status = rwr->status;
 			wc[n].byte_len = rwr->byte_len;

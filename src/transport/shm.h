@@ -32,7 +32,7 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC	0x314d48535044534cULL	/* "LSDPSHM1" */
-#define SHM_VERSION	1
+#define SHM_VERSION	2
 #define SHM_MAX_MR	256		/* rkey low byte = table index */
 #define SHM_MAX_DEPTH	65536		/* ring entries */
 #define SHM_MAX_REGION	(1u << 30)	/* receive region bytes */
@@ -75,10 +75,17 @@ struct shm_ctrl {
 	_Atomic uint64_t nonce;		/* identity probe for RDMA */
 
 	_Alignas(64) _Atomic uint32_t rq_prod;	/* owner: receives posted */
+	_Atomic uint32_t cq_cons;	/* owner: completions taken (appwake) */
+	_Atomic uint32_t app_woke_upto;	/* peer: completions announced by its
+					 * last readiness byte (appwake) */
 	_Alignas(64) _Atomic uint32_t cq_prod;	/* peer: receives consumed */
 	_Alignas(64) _Atomic uint32_t seq;	/* futex: news for the owner */
 	_Atomic uint32_t waiters;	/* owner threads sleeping in wait() */
 	_Atomic uint32_t armed;		/* owner wants a doorbell byte */
+	_Atomic uint32_t app_armed;	/* SHM_APP_*: the owner's application
+					 * sleeps on its readiness fd; the
+					 * next solicited send writes a byte
+					 * there (shm_appwake.c) */
 	_Atomic uint32_t closed;	/* peer disconnected or failed */
 
 	_Alignas(64) struct shm_mr_entry mr[SHM_MAX_MR];
@@ -175,6 +182,9 @@ struct shm_qp {
 	uint64_t peer_base;
 	pid_t peer_pid;
 	int peer_pidfd;			/* liveness of peer_pid, or -1 */
+	int peer_app_fd;		/* peer's readiness fd (share_app_fd),
+					 * or -1; used and closed only under
+					 * the owner's lock */
 	uint32_t peer_cons;		/* peer receives consumed by my SENDs */
 
 	struct shm_rwr *rwr;		/* [me.depth], index = rq seq */
@@ -255,7 +265,15 @@ bool sdp__shm_local_sge_ok(struct shm_qp *qp, const struct sdp_sge *sge,
 
 /* shm_wait.c */
 int sdp__shm_futex_wake(_Atomic uint32_t *word);
-void sdp__shm_wake_owner_seg(struct shm_ctrl *c, int sock);
+/* News for the owner of segment `c`: `app_fd` >= 0 (the owner's readiness
+ * fd, for a solicited SEND) wakes its application directly when armed and
+ * the owner has not yet taken all `published` completions. */
+void sdp__shm_wake_owner_seg(struct shm_ctrl *c, int sock, int app_fd,
+			     uint32_t published);
+/* shm_appwake.c: read doorbells and a shared app fd off the unix socket;
+ * wake the owner of `c` through `app_fd` if armed (true if done). */
+void sdp__shm_read_doorbells(struct shm_qp *qp);
+bool sdp__shm_app_wake(struct shm_ctrl *c, int app_fd, uint32_t published);
 void sdp__shm_wake_self(struct shm_qp *qp, bool force_event);
 bool sdp__shm_check_peer(struct shm_qp *qp);
 void sdp__shm_sock_unwatch(struct shm_qp *qp);
@@ -265,6 +283,9 @@ void sdp__shm_kick(struct sdp_qp *qp);
 int sdp__shm_event_fd(struct sdp_qp *qp);
 int sdp__shm_req_notify(struct sdp_qp *qp);
 void sdp__shm_ack_events(struct sdp_qp *qp);
+int sdp__shm_share_app_fd(struct sdp_qp *qp, int fd);
+int sdp__shm_app_arm(struct sdp_qp *qp, int on);
+void sdp__shm_drop_peer_app_fd(struct sdp_qp *qp);
 uint64_t sdp__shm_now_ms(void);
 
 /* shm_rdma.c */

@@ -110,6 +110,7 @@ int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_qp **out)
 	qp->obj.ops = &sdp__shm_ops;
 	qp->attr = *attr;
 	qp->sock = qp->epfd = qp->evfd = qp->memfd = qp->peer_pidfd = -1;
+	qp->peer_app_fd = -1;
 	err = seg_create(qp);
 	if (err)
 		goto err_free;
@@ -206,7 +207,7 @@ void sdp__shm_set_error(struct shm_qp *qp)
 		/* Ordered after every completion we published for the peer,
 		 * so it drains those before it flushes. */
 		atomic_store(&qp->peer.ctrl->closed, 1);
-		sdp__shm_wake_owner_seg(qp->peer.ctrl, -1);
+		sdp__shm_wake_owner_seg(qp->peer.ctrl, -1, -1, 0);
 	}
 	if (qp->sock >= 0)
 		shutdown(qp->sock, SHUT_RDWR);
@@ -264,6 +265,7 @@ static void shm_release_qp(struct shm_qp *qp)
 		close(qp->memfd);
 	if (qp->peer_pidfd >= 0)
 		close(qp->peer_pidfd);
+	sdp__shm_drop_peer_app_fd((struct sdp_qp *)qp);
 	close(qp->epfd);
 	close(qp->evfd);
 	if (qp->local)
@@ -311,6 +313,7 @@ void sdp__shm_lcq_push(struct shm_qp *qp, uint64_t wr_id,
 	wc->opcode = op;
 	wc->status = st;
 	wc->byte_len = byte_len;
+	wc->flags = 0;
 	qp->lcq_count++;
 	sdp__shm_wake_self(qp, false);
 }
@@ -356,7 +359,9 @@ static enum sdp_wc_status do_send(struct shm_qp *qp,
 	atomic_store_explicit(&cqe->status, SHM_CQE_OK, memory_order_relaxed);
 	/* seq_cst: ordered before the peer's armed/waiters checks below. */
 	atomic_store(&p->ctrl->cq_prod, qp->peer_cons);
-	sdp__shm_wake_owner_seg(p->ctrl, qp->sock);
+	sdp__shm_wake_owner_seg(p->ctrl, qp->sock,
+				(wr->flags & SDP_SEND_SOLICITED) ?
+				qp->peer_app_fd : -1, qp->peer_cons);
 	return SDP_WC_SUCCESS;
 }
 
@@ -459,6 +464,7 @@ static bool recv_from_ring(struct shm_qp *qp, struct sdp_wc *wc)
 	wc->wr_id = rwr->wr_id;
 	wc->opcode = SDP_WC_RECV;
 	wc->byte_len = 0;
+	wc->flags = 0;
 	if (prod - qp->rq_done > qp->rq_prod - qp->rq_done) {
 		wc->status = SDP_WC_GENERAL_ERR;	/* completes unposted */
 		goto bad;
@@ -479,6 +485,12 @@ static bool recv_from_ring(struct shm_qp *qp, struct sdp_wc *wc)
 	}
 	wc->status = SDP_WC_SUCCESS;
 	qp->rq_done++;
+	/* Messages up to app_woke_upto were announced to our application
+	 * by the peer's readiness byte (wrapping compare). */
+	if ((int32_t)(atomic_load_explicit(&qp->me.ctrl->app_woke_upto,
+					   memory_order_relaxed) -
+		      qp->rq_done) >= 0)
+		wc->flags = SDP_WC_APP_WOKEN;
 	return true;
 
 bad:
@@ -517,10 +529,14 @@ static int shm_poll_cq(struct sdp_qp *sq, struct sdp_wc *wc, int max)
 		wc[n].opcode = SDP_WC_RECV;
 		wc[n].status = SDP_WC_WR_FLUSH_ERR;
 		wc[n].byte_len = 0;
+		wc[n].flags = 0;
 		n++;
 		qp->rq_done++;
 		qp->rx_bad = true;	/* flushed slots are gone for good */
 	}
+	if (atomic_load_explicit(&qp->me.ctrl->cq_cons, memory_order_relaxed) !=
+	    qp->rq_done)
+		atomic_store(&qp->me.ctrl->cq_cons, qp->rq_done);
 	return n;
 }
 
@@ -554,6 +570,9 @@ const struct sdp_transport_ops sdp__shm_ops = {
 	.event_fd = sdp__shm_event_fd,
 	.req_notify = sdp__shm_req_notify,
 	.ack_events = sdp__shm_ack_events,
+	.share_app_fd = sdp__shm_share_app_fd,
+	.app_arm = sdp__shm_app_arm,
+	.drop_peer_app_fd = sdp__shm_drop_peer_app_fd,
 };
 
 const struct sdp_transport sdp_shm_transport = {

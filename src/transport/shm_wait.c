@@ -54,8 +54,11 @@ int sdp__shm_futex_wake(_Atomic uint32_t *word)
 }
 
 /* News for the owner of segment `c` (the peer, or a client we reject):
- * bump its seq, wake its sleepers, ring its doorbell on `sock` if armed. */
-void sdp__shm_wake_owner_seg(struct shm_ctrl *c, int sock)
+ * bump its seq, wake its sleepers; else write its application's readiness
+ * byte on `app_fd` if that is armed (shm_appwake.c), else ring its progress
+ * doorbell on `sock` if armed. */
+void sdp__shm_wake_owner_seg(struct shm_ctrl *c, int sock, int app_fd,
+			     uint32_t published)
 {
 	if (!c)
 		return;
@@ -67,6 +70,8 @@ void sdp__shm_wake_owner_seg(struct shm_ctrl *c, int sock)
 		sdp__shm_futex_wake(&c->seq);
 		return;
 	}
+	if (app_fd >= 0 && sdp__shm_app_wake(c, app_fd, published))
+		return;
 	if (sock >= 0 && atomic_load(&c->armed) &&
 	    atomic_exchange(&c->armed, 0)) {
 		ssize_t r = send(sock, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -235,14 +240,7 @@ void sdp__shm_ack_events(struct sdp_qp *sq)
 
 	(void)r;
 	if (atomic_load(&qp->state) == SHM_ESTABLISHED &&
-	    atomic_load(&qp->sock_in_ep)) {
-		char buf[16];
-
-		/* Doorbells are one-byte messages; a flood is bounded here
-		 * and will be read on the next round. */
-		for (int i = 0; i < 256; i++)
-			if (recv(qp->sock, buf, sizeof(buf), MSG_DONTWAIT) <= 0)
-				break;
-	}
+	    atomic_load(&qp->sock_in_ep))
+		sdp__shm_read_doorbells(qp);
 	sdp__shm_check_peer(qp);
 }

@@ -115,7 +115,12 @@ struct sdp_wc {
 	enum sdp_wc_status status;
 	enum sdp_wc_opcode opcode;
 	uint32_t byte_len;	/* RECV: bytes received; RDMA READ: bytes read */
+	unsigned flags;		/* SDP_WC_* below */
 };
+
+/* RECV: the sender already woke the application for this message (appwake,
+ * see app_arm): the engine need not make another readiness edge for it. */
+#define SDP_WC_APP_WOKEN 0x1u
 
 const char *sdp_wc_status_str(enum sdp_wc_status status);
 
@@ -242,6 +247,24 @@ struct sdp_transport_ops {
 	int (*event_fd)(struct sdp_qp *qp);
 	int (*req_notify)(struct sdp_qp *qp);
 	void (*ack_events)(struct sdp_qp *qp);
+
+	/* Direct application wake-up (optional; NULL where unsupported).
+	 * The engine hands over `fd`, a descriptor whose readability is what
+	 * the application sleeps on (the library end of its readiness
+	 * socketpair); the provider lets the peer write one byte into it.
+	 * While app_arm(qp, 1) is in force, the peer's next SOLICITED send
+	 * writes that byte INSTEAD of ringing event_fd() — one wake-up per
+	 * message, straight into the application's poll/epoll, as with TCP.
+	 * app_arm(qp, 1) returns 1 if a completion is already waiting (it
+	 * may have been published before the arm was seen: poll, disarm and
+	 * try again), else 0.  app_arm(qp, 0) disarms and returns 1 if the
+	 * peer consumed the arm (a byte was or is being written, and the
+	 * message it announces is in the CQ), else 0.  drop_peer_app_fd()
+	 * forgets the peer's descriptor (before DisConn/AbortConn, so that the
+	 * peer's last reference to its socketpair is its own). */
+	int (*share_app_fd)(struct sdp_qp *qp, int fd);
+	int (*app_arm)(struct sdp_qp *qp, int on);
+	void (*drop_peer_app_fd)(struct sdp_qp *qp);
 };
 
 struct sdp_transport {

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: MIT
+/*
+ * appwake.c — when the peer may wake our application directly (appwake.h).
+ */
+#include "engine/appwake.h"
+
+#include "engine/conn.h"
+#include "engine/readiness.h"
+#include "transport/transport.h"
+
+static const struct sdp_transport_ops *appwake_ops(const struct sdp_conn *c)
+{
+	const struct sdp_transport_ops *tp;
+
+	if (!c->qp)
+		return NULL;
+	tp = SDP_TP(c->qp);
+	return tp->app_arm && tp->share_app_fd ? tp : NULL;
+}
+
+int sdp_appwake_disarm_locked(struct sdp_conn *c)
+{
+	const struct sdp_transport_ops *tp = appwake_ops(c);
+
+	if (!c->app_armed || !tp)
+		return 0;
+	c->app_armed = 0;
+	if (tp->app_arm(c->qp, 0) != 1)
+		return 0;
+	if (c->ready)
+		sdp_ready_peer_token(c->ready);
+	return 1;
+}
+
+int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask)
+{
+	const struct sdp_transport_ops *tp = appwake_ops(c);
+
+	if (!tp || !c->ready || c->ready->lib_fd < 0 || c->ready->eof ||
+	    c->app_armed || c->orphan || c->detached || c->appwake_off)
+		return 0;
+	if (c->state != SDP_ST_ESTABLISHED && c->state != SDP_ST_FIN_WAIT)
+		return 0;
+	/* Something to read, or work only the progress thread would do when
+	 * the next message comes: leave that message to the doorbell. */
+	if ((mask & (SDP_READY_IN | SDP_READY_EOF | SDP_READY_ERR)) ||
+	    c->txq_len || (c->wr_shut && !c->disconn_sent))
+		return 0;
+	if (!c->app_fd_shared) {
+		if (tp->share_app_fd(c->qp, c->ready->lib_fd) < 0) {
+			c->appwake_off = 1;	/* stay on the doorbell */
+			return 0;
+		}
+		c->app_fd_shared = 1;
+	}
+	c->app_armed = 1;
+	return tp->app_arm(c->qp, 1) == 1;
+}
+
+void sdp_appwake_stop_locked(struct sdp_conn *c)
+{
+	const struct sdp_transport_ops *tp = appwake_ops(c);
+
+	if (tp && tp->drop_peer_app_fd)
+		tp->drop_peer_app_fd(c->qp);
+}

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * appwake.h — let the peer wake our application directly (one wake-up per
+ * message for programs that sleep in epoll/poll/select on SDP sockets).
+ *
+ * The transport mechanism is in transport.h (share_app_fd, app_arm,
+ * drop_peer_app_fd); here is the engine's policy: when to hand over our
+ * readiness descriptor, when to arm, and when to stop.  The arm is only set
+ * when the application has nothing to read and nothing else needs the
+ * progress thread on the next message (no queued send waiting for credits,
+ * no orphan, no close in progress): a data message then needs no one but
+ * the application, which polls the ring itself in recv().
+ */
+#ifndef SDP_APPWAKE_H
+#define SDP_APPWAKE_H
+
+struct sdp_conn;
+
+/* Before computing readiness: take back the arm.  Returns 1 if the peer
+ * consumed it: its byte is accounted as a readable token, and the message
+ * it announces must be taken from the CQ before readiness is computed
+ * (else the byte would be drained with the message still unseen). */
+int sdp_appwake_disarm_locked(struct sdp_conn *c);
+/* After readiness is in the kernel (`mask`, SDP_READY_*): arm if useful.
+ * Returns 1 if a message arrived unannounced meanwhile: poll, then again. */
+int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask);
+/* We will send no more data (DisConn/AbortConn next, or reset): forget the
+ * peer's descriptor so that its socketpair end is the peer's alone. */
+void sdp_appwake_stop_locked(struct sdp_conn *c);
+
+#endif
