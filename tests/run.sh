@@ -210,7 +210,10 @@ if [ "$FAMILY" = sdp ]; then
 fi
 itest "itest/sdpstat" 60 sdp_stat --family "$FAM4"
 # ZCopy: both directions at once, small threshold; then under a SIGUSR1 storm.
-itest "itest/zcopy-$MED" 120 sdp_zcopy --family "$FAM4" --bytes "$MED" --thresh 4096
+# Read ZCopy alone (SDP_ZCOPY_WRITE=0), Write ZCopy required, both mixed
+# under signals (the readers' recv()s are interrupted too).
+itest "itest/zcopy-read-$MED" 120 sdp_zcopy --family "$FAM4" --bytes "$MED" --thresh 4096 --require read
+itest "itest/zcopy-write-$MED" 120 sdp_zcopy --family "$FAM4" --bytes "$MED" --thresh 4096 --require write
 itest "itest/zcopy-signals-$SMALL" 120 sdp_zcopy --family "$FAM4" --bytes "$SMALL" --thresh 4096 --signals
 
 # ---- 4. socket switch: fallback and real programs (issue #3) ----------------------

@@ -402,11 +402,17 @@ static void print_json(const struct row *rows, size_t n)
 		       ", \"credit_stalls\": %" PRIu64
 		       ", \"tx_credits\": %d, \"peer_credits\": %u"
 		       ", \"posted\": %u, \"accepted\": %" PRIu64
-		       ", \"refused\": %" PRIu64 ", \"reason\": ",
+		       ", \"refused\": %" PRIu64
+		       ", \"zc_read_tx\": %" PRIu64 ", \"zc_read_rx\": %" PRIu64
+		       ", \"zc_write_tx\": %" PRIu64
+		       ", \"zc_write_rx\": %" PRIu64
+		       ", \"tx_mode\": %u, \"rx_mode\": %u, \"reason\": ",
 		       r->tx_bytes, r->rx_bytes, r->tx_msgs, r->rx_msgs,
 		       r->bcopy_tx, r->zcopy_tx, r->tx_queued, r->rx_queued,
 		       r->credit_stalls, r->tx_credits, r->peer_credits,
-		       r->posted, r->accepted, r->refused);
+		       r->posted, r->accepted, r->refused, r->zc_rd_tx,
+		       r->zc_rd_rx, r->zc_wr_tx, r->zc_wr_rx, r->tx_mode,
+		       r->rx_mode);
 		json_str(r->reason);
 		printf("}");
 	}

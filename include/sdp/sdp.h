@@ -42,6 +42,19 @@ struct sdp_zcopy_stats {
 	uint64_t rx_declined;	/* SendSm sent */
 	uint32_t thresh;	/* SDP_ZCOPY_THRESH in effect (0 = off) */
 	uint32_t rdma;		/* 1 if the transport can RDMA on this conn */
+	/* Write ZCopy (SinkAvail / RDMA WRITE), counted apart from the
+	 * Read ZCopy above. */
+	uint64_t wr_sink_adverts; /* SinkAvail sent: recv buffers advertised */
+	uint64_t wr_rx_bytes;	/* bytes the peer RDMA-wrote into them */
+	uint64_t wr_sink_cancels; /* SinkAvailCancel sent (signal, timeout) */
+	uint64_t wr_sink_unused; /* our SinkAvails that ended with no bytes */
+	uint64_t wr_src_adverts; /* peer SinkAvails accepted */
+	uint64_t wr_tx_bytes;	/* bytes we RDMA-wrote into the peer's */
+	uint64_t wr_src_unused;	/* peer SinkAvails dropped unused (stale,
+				 * superseded by BCopy, cancelled) */
+	uint64_t mode_changes;	/* ModeChange messages sent */
+	uint32_t tx_mode;	/* our send half: 0 Buffered, 1 Combined, */
+	uint32_t rx_mode;	/* 2 Pipelined; rx = the peer's send half */
 };
 
 #ifdef __cplusplus

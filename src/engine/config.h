@@ -20,6 +20,8 @@ struct sdp_config {
 	uint32_t zcopy_thresh;	/* SDP_ZCOPY_THRESH: default ZCopy threshold, 0 off */
 	uint32_t zcopy_adv_timeout_ms; /* SDP_ZCOPY_ADV_TIMEOUT_MS: cancel an
 				 * unanswered SrcAvail after this long */
+	uint32_t zcopy_write;	/* SDP_ZCOPY_WRITE: 1 = a large blocking recv
+				 * may advertise SinkAvail (Write ZCopy) */
 	const char *transport;	/* SDP_TRANSPORT: "shm" (default) or "loop" */
 	int log_level;		/* SDP_LOG: 0 silent .. 3 debug */
 };

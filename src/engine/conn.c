@@ -18,6 +18,7 @@
 #include "engine/owner.h"
 #include "engine/progress.h"
 #include "engine/stats_shm.h"
+#include "engine/zcopy.h"
 #include "transport/multi.h"
 
 static atomic_uint conn_ids;
@@ -110,6 +111,9 @@ int sdp_conn_alloc(struct sdp_conn **out)
 	c->sndbuf = sdp_cfg.sndbuf;
 	c->rcvbuf = sdp_cfg.rcvbuf;
 	c->tx_next_mseq = 1;
+	/* Both halves start Combined, as gen1 (annex 5.1). */
+	c->zc_mode_tx = SDP_MODE_COMBINED;
+	c->zc_mode_rx = SDP_MODE_COMBINED;
 	c->owner_slot = sdp_owner_alloc();
 	sdp_stat_conn_attach(c);	/* sdpstat record */
 	*out = c;
@@ -265,7 +269,7 @@ int sdp_conn_connect(struct sdp_conn *c, struct sdp_listener *local,
 	h.major = SDP_VERSION_MAJOR;
 	h.minor = SDP_VERSION_MINOR;
 	h.ip_version = dst->sa_family == AF_INET ? 4 : 6;
-	h.max_adverts = 1;
+	h.max_adverts = SDP_ZC_MAX_ADVERTS;
 	h.des_rem_rcv_sz = c->buf_size;
 	h.local_rcv_sz = c->buf_size;
 	addr_to_hello_ip(dst, h.dst_ip, NULL);
@@ -369,7 +373,7 @@ int sdp_conn_accept_req(struct sdp_conn_req *req, const struct sdp_hello *hello,
 	ack.bsdh.len = SDP_HELLO_ACK_SIZE;
 	ack.major = SDP_VERSION_MAJOR;
 	ack.minor = SDP_VERSION_MINOR;
-	ack.max_adverts = 1;
+	ack.max_adverts = SDP_ZC_MAX_ADVERTS;
 	ack.act_rcv_sz = c->buf_size;
 	r = sdp_wire_encode_hello_ack(&ack, priv, sizeof(priv));
 	if (r < 0)

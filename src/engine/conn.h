@@ -75,6 +75,16 @@ struct sdp_conn_stats {
 	uint64_t zc_rx_adverts;		/* peer SrcAvails we accepted to read */
 	uint64_t zc_rx_bytes;		/* bytes we RDMA-read into app buffers */
 	uint64_t zc_rx_declined;	/* SendSm we sent (declines, cancel acks) */
+	/* Write ZCopy (zcopy_sink.c). */
+	uint64_t zc_wr_sink_adverts;	/* SinkAvail sent (our recv buffers) */
+	uint64_t zc_wr_rx_bytes;	/* bytes the peer RDMA-wrote into them */
+	uint64_t zc_wr_sink_cancels;	/* SinkAvailCancel sent */
+	uint64_t zc_wr_sink_unused;	/* our SinkAvails that ended empty */
+	uint64_t zc_wr_src_adverts;	/* peer SinkAvails accepted */
+	uint64_t zc_wr_tx_bytes;	/* bytes we RDMA-wrote into them */
+	uint64_t zc_wr_src_unused;	/* peer SinkAvails dropped unused
+					 * (stale, superseded by BCopy, cancel) */
+	uint64_t zc_mode_changes;	/* ModeChange sent */
 };
 
 /* Our outstanding SrcAvail (data source side, Combined mode: at most one).
@@ -92,6 +102,29 @@ struct sdp_zc_tx {
 	uint32_t rd_done;		/* RDMA-read bytes reported so far */
 	struct sdp_mr *mr;
 	uint64_t progress_ns;		/* last sign of the sink's progress */
+};
+
+/* Our SinkAvail (data sink side, Write ZCopy): at most one, owned by the
+ * thread blocked in recv(); rx.c/zcopy_sink.c end it. */
+struct sdp_zc_snk {
+	unsigned active:1;		/* advertised, buffer registered */
+	unsigned ended:1;		/* the source is done with it */
+	unsigned cancel_want:1;		/* SinkAvailCancel to post */
+	unsigned cancel_sent:1;
+	uint32_t mseq;			/* the SinkAvail's MSeq */
+	uint32_t len;			/* advertised bytes */
+	uint32_t written;		/* bytes RdmaWrCompl reported */
+	struct sdp_mr *mr;
+};
+
+/* The peer's SinkAvail we may RDMA-write into (data source side). */
+struct sdp_zc_snk_peer {
+	unsigned active:1;		/* accepted, not yet used or dropped */
+	unsigned writing:1;		/* an RDMA WRITE into it is in flight */
+	uint32_t mseq;
+	uint32_t rkey;
+	uint64_t vaddr;
+	uint32_t len;
 };
 
 /* The peer's SrcAvail we may still read (data sink side). */
@@ -192,6 +225,27 @@ struct sdp_conn {
 	unsigned zc_thresh_set:1;	/* zc_thresh overrides the default */
 	unsigned zc_caps_fresh:1;	/* caps re-read after the handshake */
 	uint32_t zc_thresh;		/* SDP_ZCOPY_THRESH of this socket */
+
+	/* ---- Write ZCopy and modes (zcopy_sink.c) ---- */
+	struct sdp_zc_snk zc_snk;	/* our SinkAvail (we are the sink) */
+	struct sdp_zc_snk_peer zc_snk_peer; /* the peer's (we are the source) */
+	uint32_t zc_data_msgs_tx;	/* data-carrying messages sent */
+	uint32_t zc_data_msgs_rx;	/* ... received (SinkAvail NonDiscards) */
+	uint32_t zc_pend_wrcompl;	/* RdmaWrCompl bytes to post (0: none) */
+	unsigned zc_wrcompl_due:1;	/* an RdmaWrCompl is to be posted */
+	uint32_t zc_pend_cancel_ack;	/* SinkCancelAck messages to post */
+	uint32_t zc_cancel_acks_due;	/* our SinkAvailCancels unanswered */
+	uint8_t zc_mode_tx;		/* our send half (SDP_MODE_*) */
+	uint8_t zc_mode_rx;		/* our receive half (the peer's send) */
+	uint8_t zc_pend_mch;		/* ModeChange byte to post, if _due */
+	unsigned zc_mch_due:1;
+	unsigned zc_want_pipe:1;	/* REQ_PIPE in what we send */
+	unsigned zc_peer_pipe:1;	/* the peer asked for Pipelined */
+	unsigned zc_mch_csend_due:1;	/* post ModeChange Combined-send */
+	unsigned zc_hint_due:1;		/* send a bare REQ_PIPE hint */
+	unsigned zc_snk_seen:1;		/* the peer sent a SinkAvail once */
+	unsigned zc_write_off:1;	/* tests: never advertise SinkAvail */
+	uint32_t zc_mode_tx_mseq;	/* MSeq of our last ModeChange */
 };
 
 /* ---- lifecycle (conn.c) ---- */

@@ -128,29 +128,19 @@ static int rx_dispatch(struct sdp_conn *c, uint32_t idx, const struct sdp_msg *m
 
 	switch (m->bsdh.mid) {
 	case SDP_MID_SRC_AVAIL:
-		if (c->zc_rx.active) {
-			protocol_error(c, "second SrcAvail outstanding "
-				       "(Combined mode)", m->bsdh.mid);
+		/* Mode rules (inline bytes in Combined, none in Pipelined),
+		 * one at a time, Len above the inline part. */
+		if (sdp_zcopy_rx_check_src_avail_locked(c, m) < 0)
 			return -EPROTO;
-		}
-		if (m->payload_len == 0) {
-			/* Pipelined-mode advertisement: we only do Combined;
-			 * decline, the source sends it by BCopy (5.4). */
-			c->zc_pend_sendsm++;
-			c->stats.zc_rx_declined++;
-			return 0;
-		}
-		if (m->h.srcah.len <= m->payload_len) {
-			protocol_error(c, "SrcAvail Len not above its inline "
-				       "bytes", m->bsdh.mid);
-			return -EPROTO;
-		}
-		/* The inline bytes are stream data. */
 		__attribute__((fallthrough));
 	case SDP_MID_DATA:
 	case SDP_MID_SINK_AVAIL:
-		if (m->payload_len == 0)
-			return 0;	/* credit update / bare advertisement */
+		if (m->payload_len == 0 && m->bsdh.mid != SDP_MID_SRC_AVAIL) {
+			/* Credit update, or a bare sink advertisement. */
+			if (m->bsdh.mid == SDP_MID_SINK_AVAIL)
+				return sdp_zcopy_rx_sink_avail_locked(c, m);
+			return 0;
+		}
 		if (c->zc_rx.active) {
 			/* The source must hold data back (annex 5.3). */
 			protocol_error(c, "data while a SrcAvail is outstanding",
@@ -161,37 +151,47 @@ static int rx_dispatch(struct sdp_conn *c, uint32_t idx, const struct sdp_msg *m
 			protocol_error(c, "data after DisConn", m->bsdh.mid);
 			return -EPROTO;
 		}
-		if (c->orphan) {
+		if (c->orphan && m->payload_len) {
 			/* Like TCP: data for a closed socket resets it. */
 			sdp_conn_reset_locked(c, -ECONNRESET,
 					      SDP_REASON_LOCAL_ABORT);
 			return -ECONNRESET;
 		}
-		rx_queue_data(c, idx, hdr, m->payload_len,
-			      m->bsdh.flags & SDP_FLAG_OOB_PRES);
+		/* Stream data: it ends our SinkAvail, if any (5.4). */
+		sdp_zcopy_rx_data_msg_locked(c);
+		if (m->payload_len)
+			rx_queue_data(c, idx, hdr, m->payload_len,
+				      m->bsdh.flags & SDP_FLAG_OOB_PRES);
 		if (m->bsdh.mid == SDP_MID_SRC_AVAIL)
 			sdp_zcopy_rx_advert_locked(c, m);
-		return 1;
+		if (m->bsdh.mid == SDP_MID_SINK_AVAIL &&
+		    sdp_zcopy_rx_sink_avail_locked(c, m) < 0)
+			return -EPROTO;	/* the queued payload goes with it */
+		return m->payload_len ? 1 : 0;
 	case SDP_MID_SEND_SM:
 		return sdp_zcopy_rx_send_sm_locked(c, m);
 	case SDP_MID_RDMA_RD_COMPL:
 		return sdp_zcopy_rx_rd_compl_locked(c, m);
 	case SDP_MID_SRC_AVAIL_CANCEL:
 		return sdp_zcopy_rx_src_cancel_locked(c, m);
+	case SDP_MID_RDMA_WR_COMPL:
+		return sdp_zcopy_rx_wr_compl_locked(c, m);
+	case SDP_MID_SINK_AVAIL_CANCEL:
+		return sdp_zcopy_rx_sink_cancel_locked(c, m);
+	case SDP_MID_SINK_CANCEL_ACK:
+		return sdp_zcopy_rx_cancel_ack_locked(c, m);
+	case SDP_MID_MODE_CHANGE:
+		return sdp_zcopy_rx_mode_change_locked(c, m);
 	case SDP_MID_DISCONN:
 		if (c->disconn_rcvd || rx_disconn(c) < 0) {
 			protocol_error(c, "unexpected DisConn", m->bsdh.mid);
 			return -EPROTO;
 		}
+		sdp_zcopy_rx_disconn_locked(c);
 		return 0;
 	case SDP_MID_ABORT_CONN:
 		sdp_conn_reset_locked(c, -ECONNRESET, SDP_REASON_PEER_ABORT);
 		return -ECONNRESET;
-	case SDP_MID_SINK_AVAIL_CANCEL:
-		/* We never fill sink advertisements: all were dropped. */
-		sdp_tx_post_ctrl_locked(c, SDP_MID_SINK_CANCEL_ACK);
-		return 0;
-	case SDP_MID_MODE_CHANGE:
 	case SDP_MID_CH_RCV_BUF_ACK:
 		return 0;	/* nothing outstanding that they refer to */
 	case SDP_MID_CH_RCV_BUF:
@@ -241,6 +241,7 @@ int sdp_rx_handle_wc_locked(struct sdp_conn *c, const struct sdp_wc *wc)
 	if (rx_account(c, &m.bsdh) < 0)
 		return 0;
 	c->stats.msgs_rcvd++;
+	sdp_zcopy_rx_flags_locked(c, m.bsdh.flags);
 	pulse = c->rx_pulse;
 	r = rx_dispatch(c, idx, &m);
 	/* The sender's readiness byte already made the edge for it. */
@@ -417,7 +418,7 @@ ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 		sdp_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
 	ssize_t ret;
 	uint32_t seq;
-	int r;
+	int r, zc_stop = 0, zc_tried = 0;
 
 	pthread_mutex_lock(&c->lock);
 	c->zc_readers++;
@@ -482,6 +483,28 @@ ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 		if (c->state == SDP_ST_CONNECTING && !c->qp) {
 			ret = -ENOTCONN;
 			goto out;
+		}
+		if (zc_stop) {
+			/* A cancelled SinkAvail ended: nothing else came. */
+			ret = copied ? (ssize_t)copied : zc_stop;
+			goto out;
+		}
+		if (!peek && !zc_tried &&
+		    sdp_zcopy_sink_wanted_locked(c, iov, iovcnt, copied,
+						 want - copied)) {
+			/* Write ZCopy: the peer writes into this buffer. */
+			ssize_t z = sdp_zcopy_sink_recv_locked(c, iov, iovcnt,
+					copied, want - copied, deadline,
+					&zc_stop);
+
+			if (z == -EAGAIN)
+				zc_tried = 1;	/* could not advertise */
+			if (z > 0) {
+				copied += (size_t)z;
+				if (copied == want || !(msg_flags & MSG_WAITALL))
+					break;
+			}
+			continue;
 		}
 wait:
 		pthread_mutex_unlock(&c->lock);

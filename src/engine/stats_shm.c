@@ -490,9 +490,19 @@ static void update_conn_locked(int slot, const struct sdp_conn *c)
 	r->rx_bytes = c->stats.bytes_rcvd;
 	r->tx_msgs = c->stats.msgs_sent;
 	r->rx_msgs = c->stats.msgs_rcvd;
-	/* The engine sends everything by buffer copy so far. */
+	/* Sends by mode: advertisements we sent or filled are ZCopy. */
+	r->zcopy_tx = c->stats.zc_tx_adverts + c->stats.zc_wr_src_adverts -
+		      c->stats.zc_wr_src_unused;
 	r->bcopy_tx = c->stats.msgs_sent;
-	r->zcopy_tx = 0;
+	r->zc_rd_tx = c->stats.zc_tx_bytes;
+	r->zc_rd_rx = c->stats.zc_rx_bytes;
+	r->zc_wr_tx = c->stats.zc_wr_tx_bytes;
+	r->zc_wr_rx = c->stats.zc_wr_rx_bytes;
+	r->tx_mode = c->zc_mode_tx;
+	r->rx_mode = c->zc_mode_rx;
+	copy_str(r->mode, sizeof(r->mode),
+		 r->zc_rd_tx | r->zc_rd_rx | r->zc_wr_tx | r->zc_wr_rx ?
+		 "zcopy" : "bcopy");
 	r->tx_queued = c->txq_len;
 	r->rx_queued = c->rx_bytes;
 	r->credit_stalls = c->stats.credit_stalls;

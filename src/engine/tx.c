@@ -40,6 +40,9 @@ static int tx_post_msg(struct sdp_conn *c, struct sdp_msg *m,
 	struct sdp_send_wr wr;
 	int hlen, i, r;
 
+	/* REQ_PIPE states our standing preference as a data sink (CA4-8). */
+	if (c->zc_want_pipe)
+		m->bsdh.flags |= SDP_FLAG_REQ_PIPE;
 	m->bsdh.bufs = c->posted > 0xffff ? 0xffff : (uint16_t)c->posted;
 	m->bsdh.mseq = c->tx_next_mseq;
 	m->bsdh.mseq_ack = c->rx_mseq;
@@ -69,6 +72,7 @@ static int tx_post_msg(struct sdp_conn *c, struct sdp_msg *m,
 	}
 	c->tx_next_mseq++;
 	c->tx_credits--;
+	sdp_zcopy_tx_data_msg_locked(c, m->bsdh.mid, plen);
 	c->adv_bufs = m->bsdh.bufs;
 	c->adv_mseq_ack = m->bsdh.mseq_ack;
 	c->stats.msgs_sent++;
@@ -162,8 +166,10 @@ static int tx_can_send_data(const struct sdp_conn *c)
 	case SDP_ST_ESTABLISHED:
 	case SDP_ST_CLOSE_WAIT:
 	case SDP_ST_FIN_WAIT:	/* DisConn not yet sent: drain the queue */
-		/* No Data nor DisConn while our SrcAvail is out (annex 5.3). */
-		return !c->disconn_sent && !c->zc_tx.active;
+		/* No Data nor DisConn while our SrcAvail is out (annex 5.3),
+		 * nor ahead of the RdmaWrCompl of bytes already written. */
+		return !c->disconn_sent && !c->zc_tx.active &&
+		       !sdp_zcopy_tx_blocks_data(c);
 	default:
 		return 0;
 	}
@@ -404,6 +410,23 @@ ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 			if (tx_ensure_queue(c) < 0) {
 				ret = sent ? (ssize_t)sent : -ENOMEM;
 				goto out;
+			}
+			if (zc_ok && c->zc_snk_peer.active &&
+			    sdp_zcopy_write_wanted_locked(c, total - sent)) {
+				/* Write ZCopy into the peer's waiting recv()
+				 * buffer; not possible now: on as usual. */
+				ssize_t w = sdp_zcopy_write_locked(c,
+					(const uint8_t *)iov[0].iov_base + sent,
+					total - sent);
+
+				if (w > 0) {
+					sent += (size_t)w;
+					if (sent == total)
+						break;
+					continue;
+				}
+				if (c->state == SDP_ST_RESET)
+					continue;
 			}
 			if (zc_ok && sdp_zcopy_tx_wanted(c, total - sent)) {
 				r = tx_zcopy(c, iov, &sent, total, deadline,

@@ -42,6 +42,7 @@
 atomic_long sdp_zcopy_live_mrs;
 
 #define ZC_WRID_READ 0x5a43524541440001ull	/* "ZCREAD" */
+#define ZC_WRID_WRITE 0x5a43575249540001ull	/* "ZCWRIT" */
 #define ZC_MIN_CREDITS 2
 
 void sdp_zcopy_set_thresh_locked(struct sdp_conn *c, int v)
@@ -53,6 +54,10 @@ void sdp_zcopy_set_thresh_locked(struct sdp_conn *c, int v)
 		c->zc_thresh_set = 1;
 		c->zc_thresh = (uint32_t)v;
 	}
+	/* ZCopy switched off: our send half leaves Pipelined. */
+	sdp_zcopy_mode_decide_locked(c);
+	if (c->zc_mch_due)
+		sdp_tx_flush_locked(c, 0);
 }
 
 static void zc_protocol_error(struct sdp_conn *c, const char *what, uint8_t mid)
@@ -97,6 +102,11 @@ static int zc_can_post(const struct sdp_conn *c)
 	default:
 		return 0;
 	}
+}
+
+int sdp_zcopy_can_post_ctl_locked(const struct sdp_conn *c)
+{
+	return zc_can_post(c);
 }
 
 static int zc_post_ctl(struct sdp_conn *c, uint8_t mid, uint32_t len)
@@ -148,6 +158,10 @@ void sdp_zcopy_flush_ctl_locked(struct sdp_conn *c)
 	if (c->zc_rx.active && !c->zc_rx.reading &&
 	    (c->orphan || !c->zc_readers))
 		zc_check_hold(c);
+	/* Write ZCopy completions and mode changes first: RdmaWrCompl
+	 * accounts for bytes that precede anything sent after it. */
+	if (!sdp_zcopy_sink_flush_ctl_locked(c))
+		return;
 	/* RdmaRdCompl before SendSm (annex 5.4). */
 	if (c->zc_pend_rdcompl) {
 		if (!zc_can_post(c) ||
@@ -208,12 +222,15 @@ ssize_t sdp_zcopy_send_locked(struct sdp_conn *c, const void *p, size_t len,
 	*end = SDP_ZC_DONE;
 	*stop_err = 0;
 	if (zt->active || c->txq_len || c->tx_credits < ZC_MIN_CREDITS ||
+	    sdp_zcopy_tx_blocks_data(c) ||
+	    c->zc_mode_tx == SDP_MODE_BUFFERED ||
 	    !c->qp || len < 2 ||
 	    c->peer_rcv_sz <= sdp_wire_hdr_size(SDP_MID_SRC_AVAIL))
 		return -EAGAIN;
 	chunk = len > SDP_ZC_MAX_ADVERT ? SDP_ZC_MAX_ADVERT : (uint32_t)len;
 	room = c->peer_rcv_sz - sdp_wire_hdr_size(SDP_MID_SRC_AVAIL);
-	inl = SDP_ZC_INLINE;
+	/* Combined mode: at least one byte inline; Pipelined: none (5.1). */
+	inl = c->zc_mode_tx == SDP_MODE_PIPELINED ? 0 : SDP_ZC_INLINE;
 	if (inl > room)
 		inl = room;
 	if (inl > chunk - 1)
@@ -232,7 +249,7 @@ ssize_t sdp_zcopy_send_locked(struct sdp_conn *c, const void *p, size_t len,
 	sg.addr = (uint64_t)(uintptr_t)p;
 	sg.length = inl;
 	sg.lkey = 0;
-	r = sdp_tx_post_msg_locked(c, &m, &sg, 1, inl);
+	r = sdp_tx_post_msg_locked(c, &m, inl ? &sg : NULL, inl ? 1 : 0, inl);
 	if (r < 0) {
 		zc_dereg(c, mr);
 		return r;
@@ -399,11 +416,12 @@ int sdp_zcopy_rx_src_cancel_locked(struct sdp_conn *c, const struct sdp_msg *m)
 	return 0;
 }
 
-/* RDMA-read n bytes into dst; completions that arrive meanwhile are
- * processed as the progress step would.  0 or -errno. */
-static int zc_rdma_read(struct sdp_conn *c, void *dst, uint32_t n,
-			uint64_t raddr, uint32_t rkey)
+int sdp_zcopy_rdma_locked(struct sdp_conn *c, int write, void *buf,
+			  uint32_t n, uint64_t raddr, uint32_t rkey)
 {
+	const uint64_t wrid = write ? ZC_WRID_WRITE : ZC_WRID_READ;
+	const enum sdp_wc_opcode wop = write ? SDP_WC_RDMA_WRITE :
+					       SDP_WC_RDMA_READ;
 	struct sdp_mr *mr = NULL;
 	struct sdp_send_wr wr;
 	struct sdp_sge sge;
@@ -411,25 +429,25 @@ static int zc_rdma_read(struct sdp_conn *c, void *dst, uint32_t n,
 	enum sdp_wc_status st = SDP_WC_SUCCESS;
 	int r, k, i, done = 0;
 
-	r = SDP_TP(c->qp)->reg_mr(c->qp, dst, n, SDP_ACCESS_LOCAL_WRITE, &mr);
+	/* The source of a WRITE is only read locally: no remote right. */
+	r = SDP_TP(c->qp)->reg_mr(c->qp, buf, n,
+				  write ? 0 : SDP_ACCESS_LOCAL_WRITE, &mr);
 	if (r < 0)
 		return r;
 	atomic_fetch_add(&sdp_zcopy_live_mrs, 1);
-	sge.addr = (uint64_t)(uintptr_t)dst;
+	sge.addr = (uint64_t)(uintptr_t)buf;
 	sge.length = n;
 	sge.lkey = mr->lkey;
 	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = ZC_WRID_READ;
-	wr.opcode = SDP_WR_RDMA_READ;
+	wr.wr_id = wrid;
+	wr.opcode = write ? SDP_WR_RDMA_WRITE : SDP_WR_RDMA_READ;
 	wr.flags = SDP_SEND_SIGNALED;
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.remote_addr = raddr;
 	wr.rkey = rkey;
-	c->zc_rx.reading = 1;
 	r = sdp_post_send(c->qp, &wr);
 	if (r < 0) {
-		c->zc_rx.reading = 0;
 		zc_dereg(c, mr);
 		sdp_conn_reset_locked(c, -ECONNRESET, SDP_REASON_TRANSPORT);
 		return -ECONNRESET;
@@ -439,8 +457,7 @@ static int zc_rdma_read(struct sdp_conn *c, void *dst, uint32_t n,
 
 		k = sdp_poll_cq(c->qp, wc, 16);
 		for (i = 0; i < k; i++) {
-			if (wc[i].opcode == SDP_WC_RDMA_READ &&
-			    wc[i].wr_id == ZC_WRID_READ) {
+			if (wc[i].opcode == wop && wc[i].wr_id == wrid) {
 				done = 1;
 				st = wc[i].status;
 			} else if (c->state == SDP_ST_RESET) {
@@ -463,15 +480,19 @@ static int zc_rdma_read(struct sdp_conn *c, void *dst, uint32_t n,
 		SDP_TP(c->qp)->wait(c->qp, seq, 10);
 		pthread_mutex_lock(&c->lock);
 	}
-	c->zc_rx.reading = 0;
 	zc_dereg(c, mr);
 	if (st != SDP_WC_SUCCESS) {
-		sdp_log(SDP_LOG_INFO, "conn %u: RDMA READ failed: %s", c->id,
-			sdp_wc_status_str(st));
+		sdp_log(SDP_LOG_INFO, "conn %u: RDMA %s failed: %s", c->id,
+			write ? "WRITE" : "READ", sdp_wc_status_str(st));
 		sdp_conn_reset_locked(c, -ECONNRESET, SDP_REASON_TRANSPORT);
 		return -ECONNRESET;
 	}
 	return 0;
+}
+
+void sdp_zcopy_dereg_locked(struct sdp_conn *c, struct sdp_mr *mr)
+{
+	zc_dereg(c, mr);
 }
 
 ssize_t sdp_zcopy_read_locked(struct sdp_conn *c, const struct iovec *iov,
@@ -502,8 +523,12 @@ ssize_t sdp_zcopy_read_locked(struct sdp_conn *c, const struct iovec *iov,
 			n = zr->len - zr->off;
 		if (n > SDP_ZC_MAX_READ)
 			n = SDP_ZC_MAX_READ;
-		r = zc_rdma_read(c, (uint8_t *)iov[vi].iov_base + voff,
-				 (uint32_t)n, zr->vaddr + zr->off, zr->rkey);
+		zr->reading = 1;
+		r = sdp_zcopy_rdma_locked(c, 0,
+					  (uint8_t *)iov[vi].iov_base + voff,
+					  (uint32_t)n, zr->vaddr + zr->off,
+					  zr->rkey);
+		zr->reading = 0;
 		if (r < 0) {
 			if (c->state == SDP_ST_RESET)
 				return done ? (ssize_t)done : r;

@@ -35,6 +35,13 @@
  * connection is reset (OFED SDP_SRCAVAIL_CANCEL_TIMEOUT). */
 #define SDP_ZC_CANCEL_TIMEOUT_MS 60000u
 
+/* MaxAdverts in our Hello/HelloAck: one SrcAvail plus one SinkAvail may be
+ * outstanding towards us at once (each side reads with one thread and
+ * writes with another; annex 5.1 counts both kinds together). */
+#define SDP_ZC_MAX_ADVERTS 2u
+/* How long a SinkAvailCancel may stay unanswered before a reset. */
+#define SDP_ZC_SINK_CANCEL_TIMEOUT_MS 60000u
+
 /* Registrations ZCopy holds right now, all connections (tests: must come
  * back to 0 after every send/recv/close/abort). */
 extern atomic_long sdp_zcopy_live_mrs;
@@ -117,11 +124,84 @@ void sdp_zcopy_decline_locked(struct sdp_conn *c);
 /* Post pending RdmaRdCompl / SendSm / SrcAvailCancel (tx flush). */
 void sdp_zcopy_flush_ctl_locked(struct sdp_conn *c);
 
+/* One RDMA READ or WRITE of n bytes between local `buf` and the peer's
+ * (raddr, rkey), waited for in this locked section (completions met on the
+ * way are processed as the progress step would).  0, or -errno after the
+ * connection was reset (transport failure) or registration failed (then
+ * the connection is intact). */
+int sdp_zcopy_rdma_locked(struct sdp_conn *c, int write, void *buf,
+			  uint32_t n, uint64_t raddr, uint32_t rkey);
+void sdp_zcopy_dereg_locked(struct sdp_conn *c, struct sdp_mr *mr);
+/* May a ZCopy control message go now (credit rule in zcopy.c)? */
+int sdp_zcopy_can_post_ctl_locked(const struct sdp_conn *c);
+/* Re-decide our send half's mode (REQ_PIPE seen, threshold changed). */
+void sdp_zcopy_mode_decide_locked(struct sdp_conn *c);
+
+/* ---- Write ZCopy and modes (zcopy_sink.c) ---- */
+
+/* Control messages of Write ZCopy and ModeChange waiting for a credit;
+ * posted first by sdp_zcopy_flush_ctl_locked (RdmaWrCompl must precede
+ * any later data).  Returns 0 if something is still held back. */
+int sdp_zcopy_sink_flush_ctl_locked(struct sdp_conn *c);
+
 static inline int sdp_zcopy_ctl_pending(const struct sdp_conn *c)
 {
 	return c->zc_pend_rdcompl | c->zc_pend_sendsm |
 	       (c->zc_tx.cancel_want & !c->zc_tx.cancel_sent) |
-	       (c->zc_rx.active & (c->orphan | !c->zc_readers));
+	       (c->zc_rx.active & (c->orphan | !c->zc_readers)) |
+	       c->zc_wrcompl_due | c->zc_pend_cancel_ack | c->zc_mch_due |
+	       c->zc_hint_due |
+	       (c->zc_snk.cancel_want & !c->zc_snk.cancel_sent);
 }
+
+/* BCopy data may not leave while an RDMA WRITE into the peer's buffer is in
+ * flight or its RdmaWrCompl is unsent: the written bytes come first. */
+static inline int sdp_zcopy_tx_blocks_data(const struct sdp_conn *c)
+{
+	return c->zc_snk_peer.writing | c->zc_wrcompl_due;
+}
+
+/* Data source: a message we post carries stream data (Data with payload,
+ * any SrcAvail, SinkAvail with payload): count it (NonDiscards) and drop
+ * the peer's pending SinkAvail, which that data supersedes (annex 5.4). */
+void sdp_zcopy_tx_data_msg_locked(struct sdp_conn *c, uint8_t mid,
+				  uint32_t plen);
+/* Data sink: the same on arrival; ends our SinkAvail (the source dropped
+ * it when it sent this). */
+void sdp_zcopy_rx_data_msg_locked(struct sdp_conn *c);
+/* DisConn arrived: the source will never fill our SinkAvail. */
+void sdp_zcopy_rx_disconn_locked(struct sdp_conn *c);
+/* REQ_PIPE (or its absence) in a message from the peer. */
+void sdp_zcopy_rx_flags_locked(struct sdp_conn *c, uint8_t flags);
+/* Checks a SrcAvail against the receive mode; -EPROTO after a reset. */
+int sdp_zcopy_rx_check_src_avail_locked(struct sdp_conn *c,
+					const struct sdp_msg *m);
+/* Messages of Write ZCopy and modes.  0, or -EPROTO after a reset. */
+int sdp_zcopy_rx_sink_avail_locked(struct sdp_conn *c, const struct sdp_msg *m);
+int sdp_zcopy_rx_wr_compl_locked(struct sdp_conn *c, const struct sdp_msg *m);
+int sdp_zcopy_rx_sink_cancel_locked(struct sdp_conn *c, const struct sdp_msg *m);
+int sdp_zcopy_rx_cancel_ack_locked(struct sdp_conn *c, const struct sdp_msg *m);
+int sdp_zcopy_rx_mode_change_locked(struct sdp_conn *c, const struct sdp_msg *m);
+
+/* Data sink: could a blocking recv() wanting `want` more bytes into iov
+ * (after `skip`) advertise its buffer now?  Also requests Pipelined mode
+ * (REQ_PIPE) when needed.  The receive queue is known empty. */
+int sdp_zcopy_sink_wanted_locked(struct sdp_conn *c, const struct iovec *iov,
+				 int iovcnt, size_t skip, size_t want);
+/* Advertise that buffer (SinkAvail) and wait until the source wrote into
+ * it, dropped it, or a signal / the deadline / close cancelled it.  Returns
+ * the bytes written (0: none; the caller looks at the queue again) and
+ * sets *stop (-EINTR, -EAGAIN) when interrupted; or -errno on a reset. */
+ssize_t sdp_zcopy_sink_recv_locked(struct sdp_conn *c, const struct iovec *iov,
+				   int iovcnt, size_t skip, size_t want,
+				   uint64_t deadline_ns, int *stop);
+
+/* Data source: a blocking send of `len` more contiguous bytes could fill
+ * the peer's SinkAvail now. */
+int sdp_zcopy_write_wanted_locked(struct sdp_conn *c, size_t len);
+/* RDMA-write up to `len` bytes of p into the peer's SinkAvail and queue
+ * RdmaWrCompl.  Returns the bytes written, -EAGAIN (not now: use BCopy or
+ * SrcAvail), or -errno after a reset. */
+ssize_t sdp_zcopy_write_locked(struct sdp_conn *c, const void *p, size_t len);
 
 #endif /* SDP_ZCOPY_H */

@@ -209,6 +209,16 @@ static int zcopy_stats_get(struct sdp_sock *s, void *v, socklen_t *len)
 		st.rx_declined = c->stats.zc_rx_declined;
 		st.thresh = sdp_zcopy_thresh_locked(c);
 		st.rdma = (uint32_t)sdp_zcopy_rdma_ok_locked(c);
+		st.wr_sink_adverts = c->stats.zc_wr_sink_adverts;
+		st.wr_rx_bytes = c->stats.zc_wr_rx_bytes;
+		st.wr_sink_cancels = c->stats.zc_wr_sink_cancels;
+		st.wr_sink_unused = c->stats.zc_wr_sink_unused;
+		st.wr_src_adverts = c->stats.zc_wr_src_adverts;
+		st.wr_tx_bytes = c->stats.zc_wr_tx_bytes;
+		st.wr_src_unused = c->stats.zc_wr_src_unused;
+		st.mode_changes = c->stats.zc_mode_changes;
+		st.tx_mode = c->zc_mode_tx;
+		st.rx_mode = c->zc_mode_rx;
 		pthread_mutex_unlock(&c->lock);
 	}
 	pthread_mutex_unlock(&s->lock);

@@ -6,8 +6,13 @@
  * data a function of its stream offset, verified byte for byte; the
  * threshold set small per socket with setsockopt(SOL_TCP, SDP_ZCOPY_THRESH)
  * and read back; at the end getsockopt(SDP_ZCOPY_STATS) must show that both
- * sides really RDMA-read (ZCopy happened) and released nothing wrongly.
+ * sides really moved data by RDMA (see --require) and released nothing
+ * wrongly.
  *
+ *   --require read|write|any   which ZCopy must show in the counters of
+ *               both sides: Read ZCopy (SrcAvail; Write ZCopy off with
+ *               SDP_ZCOPY_WRITE=0), Write ZCopy (SinkAvail: the readers'
+ *               blocking recv()s advertise their buffers), or either.
  *   --signals   a thread interrupts the writer with SIGUSR1 (no SA_RESTART)
  *               every millisecond: blocked ZCopy sends are cancelled
  *               (SrcAvailCancel) and return partial counts or EINTR; the
@@ -27,11 +32,18 @@ struct zstats {			/* = struct sdp_zcopy_stats (sdp/sdp.h) */
 	uint64_t tx_adverts, tx_bytes, tx_declined, tx_cancels;
 	uint64_t rx_adverts, rx_bytes, rx_declined;
 	uint32_t thresh, rdma;
+	uint64_t wr_sink_adverts, wr_rx_bytes, wr_sink_cancels, wr_sink_unused;
+	uint64_t wr_src_adverts, wr_tx_bytes, wr_src_unused, mode_changes;
+	uint32_t tx_mode, rx_mode;
 };
 
 static uint64_t opt_bytes = 256ull << 20;
 static int opt_thresh = 4096;
 static int opt_signals;
+/* Which ZCopy must have happened, in both directions: "read" (SrcAvail +
+ * RDMA READ; Write ZCopy switched off with SDP_ZCOPY_WRITE=0), "write"
+ * (SinkAvail + RDMA WRITE), or "any" (one or the other). */
+static const char *opt_require = "any";
 
 static uint64_t mix(uint64_t z)
 {
@@ -57,8 +69,8 @@ struct side {
 	int fd;
 	const char *name;
 	uint64_t seed_out, seed_in;
-	pthread_t writer;
-	volatile int writer_done;
+	pthread_t writer, reader;
+	volatile int writer_done, reader_done;
 	uint64_t eintr, partial;
 };
 
@@ -143,6 +155,7 @@ static void *reader_main(void *arg)
 	if (off != opt_bytes)
 		die("%s: EOF after %" PRIu64 " of %" PRIu64 " bytes", s->name, off,
 		    opt_bytes);
+	s->reader_done = 1;
 	free(buf);
 	free(want);
 	return NULL;
@@ -153,8 +166,13 @@ static void *signaller_main(void *arg)
 	struct side *s = arg;
 	struct timespec ts = { 0, 1000 * 1000 };
 
-	while (!s->writer_done) {
-		pthread_kill(s->writer, SIGUSR1);
+	/* Both threads: blocked ZCopy sends cancel their SrcAvail, blocked
+	 * recvs their SinkAvail. */
+	while (!s->writer_done || !s->reader_done) {
+		if (!s->writer_done)
+			pthread_kill(s->writer, SIGUSR1);
+		if (!s->reader_done)
+			pthread_kill(s->reader, SIGUSR1);
 		nanosleep(&ts, NULL);
 	}
 	return NULL;
@@ -163,8 +181,9 @@ static void *signaller_main(void *arg)
 /* Returns 0, or 77 if RDMA is unavailable. */
 static int run_side(int fd, const char *name, uint64_t seed_out, uint64_t seed_in)
 {
-	struct side s = { fd, name, seed_out, seed_in, 0, 0, 0, 0 };
-	pthread_t rd, sg;
+	struct side s = { .fd = fd, .name = name, .seed_out = seed_out,
+			  .seed_in = seed_in };
+	pthread_t sg;
 	struct zstats st;
 	socklen_t sl = sizeof(int);
 	int v = opt_thresh;
@@ -188,18 +207,26 @@ static int run_side(int fd, const char *name, uint64_t seed_out, uint64_t seed_i
 	t0 = now_sec();
 	watchdog_arm(120, "%s: transfer", name);
 	if (pthread_create(&s.writer, NULL, writer_main, &s) ||
-	    pthread_create(&rd, NULL, reader_main, &s))
+	    pthread_create(&s.reader, NULL, reader_main, &s))
 		die("pthread_create");
 	if (opt_signals && pthread_create(&sg, NULL, signaller_main, &s))
 		die("pthread_create");
 	pthread_join(s.writer, NULL);
-	pthread_join(rd, NULL);
+	pthread_join(s.reader, NULL);
 	if (opt_signals)
 		pthread_join(sg, NULL);
 	watchdog_disarm();
 	sl = sizeof(st);
 	if (getsockopt(fd, SOL_TCP, SDP_ZCOPY_STATS, &st, &sl) < 0)
 		DIE_ERRNO("getsockopt(SDP_ZCOPY_STATS)");
+	info("%s: Write ZCopy: %" PRIu64 " sink adverts, %.1f MiB written into us, "
+	     "%" PRIu64 " cancels, %" PRIu64 " unused; %" PRIu64 " peer adverts, "
+	     "%.1f MiB written by us, %" PRIu64 " unused; modes tx %u rx %u, "
+	     "%" PRIu64 " ModeChange sent",
+	     name, st.wr_sink_adverts, (double)st.wr_rx_bytes / 1048576.0,
+	     st.wr_sink_cancels, st.wr_sink_unused, st.wr_src_adverts,
+	     (double)st.wr_tx_bytes / 1048576.0, st.wr_src_unused, st.tx_mode,
+	     st.rx_mode, st.mode_changes);
 	info("%s: %.1f MiB each way in %.2f s; ZCopy: %" PRIu64 " adverts, %.1f MiB "
 	     "read by the peer, %" PRIu64 " declined, %" PRIu64 " cancels; read %.1f MiB "
 	     "by RDMA of %" PRIu64 " adverts (%" PRIu64 " declined); send EINTR %" PRIu64
@@ -208,7 +235,14 @@ static int run_side(int fd, const char *name, uint64_t seed_out, uint64_t seed_i
 	     (double)st.tx_bytes / 1048576.0, st.tx_declined, st.tx_cancels,
 	     (double)st.rx_bytes / 1048576.0, st.rx_adverts, st.rx_declined, s.eintr,
 	     s.partial);
-	if (!st.rx_bytes || !st.tx_bytes)
+	if (!strcmp(opt_require, "read") && (!st.rx_bytes || !st.tx_bytes))
+		die("%s: no Read ZCopy happened", name);
+	if (!strcmp(opt_require, "read") && (st.wr_rx_bytes || st.wr_tx_bytes))
+		die("%s: Write ZCopy happened with SDP_ZCOPY_WRITE=0", name);
+	if (!strcmp(opt_require, "write") && (!st.wr_rx_bytes || !st.wr_tx_bytes))
+		die("%s: no Write ZCopy happened", name);
+	if (!st.rx_bytes + !st.wr_rx_bytes == 2 ||
+	    !st.tx_bytes + !st.wr_tx_bytes == 2)
 		die("%s: no ZCopy happened", name);
 	if (close(fd) < 0)
 		DIE_ERRNO("close");
@@ -242,11 +276,25 @@ int main(int argc, char **argv)
 			i++;
 		} else if (!strcmp(a, "--signals")) {
 			opt_signals = 1;
+		} else if (!strcmp(a, "--require") && v &&
+			   (!strcmp(v, "read") || !strcmp(v, "write") ||
+			    !strcmp(v, "any"))) {
+			opt_require = v;
+			i++;
 		} else {
 			fprintf(stderr, "usage: sdp_zcopy %s [--bytes N] [--thresh N] "
-				"[--signals]\n", family_usage());
+				"[--signals] [--require read|write|any]\n",
+				family_usage());
 			return 2;
 		}
+	}
+	/* The library reads its configuration when it loads: set
+	 * SDP_ZCOPY_WRITE=0 for "read" by running ourselves again. */
+	if (!strcmp(opt_require, "read") &&
+	    !(getenv("SDP_ZCOPY_WRITE") && !strcmp(getenv("SDP_ZCOPY_WRITE"), "0"))) {
+		setenv("SDP_ZCOPY_WRITE", "0", 1);
+		execv("/proc/self/exe", argv);
+		DIE_ERRNO("execv");
 	}
 	if (!is_sdp()) {
 		info("ZCopy needs an SDP family: skipped");

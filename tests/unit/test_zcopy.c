@@ -34,6 +34,15 @@ static void fake_reader(struct sdp_conn *c, int delta)
 	pthread_mutex_unlock(&c->lock);
 }
 
+static void write_off(struct sdp_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->zc_write_off = 1;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Read ZCopy only: these tests count SrcAvails, so no recv() may advertise
+ * its buffer (Write ZCopy has its own tests in test_zcopy_write.c). */
 static int pair(struct eh_server *s, struct sdp_conn **cli, struct sdp_conn **srv)
 {
 	int r = eh_connect_pair(s, cli, srv);
@@ -41,6 +50,8 @@ static int pair(struct eh_server *s, struct sdp_conn **cli, struct sdp_conn **sr
 	if (r == 0) {
 		set_thresh(*cli, THRESH);
 		set_thresh(*srv, THRESH);
+		write_off(*cli);
+		write_off(*srv);
 	}
 	return r;
 }
