@@ -21,6 +21,7 @@
 #include "engine/conn.h"
 #include "engine/real.h"
 #include "engine/progress.h"
+#include "engine/stats_shm.h"
 #include "wire/wire.h"
 
 #define SDP_SOMAXCONN 4096
@@ -45,6 +46,7 @@ int sdp_listen_create(struct sdp_listener *tl, int backlog,
 	l->tl = tl;
 	l->ready = ready;
 	l->tcp_fd = -1;
+	l->stat_slot = -1;
 	sdp_listen_set_backlog(l, backlog);
 	r = ops->listen(tl, l->backlog);
 	if (r < 0)
@@ -89,8 +91,30 @@ int sdp_listen_fd(struct sdp_listen *l)
 	return l->tl ? sdp_tp_default()->listener_fd(l->tl) : -1;
 }
 
+void sdp_listen_stat_attach(struct sdp_listen *l, int fd,
+			    const struct sockaddr *local)
+{
+	int slot = sdp_stat_slot_alloc(fd, 1);
+
+	if (slot < 0)
+		return;
+	sdp_stat_slot_set_transport(slot, sdp_cfg.transport);
+	sdp_stat_slot_set_addrs(slot, local, NULL);
+	pthread_mutex_lock(&l->lock);
+	l->stat_slot = slot;
+	sdp_stat_slot_update_listen(slot, l);
+	pthread_mutex_unlock(&l->lock);
+}
+
+static void stat_update_locked(struct sdp_listen *l)
+{
+	if (l->stat_slot >= 0)
+		sdp_stat_slot_update_listen(l->stat_slot, l);
+}
+
 static void update_ready_locked(struct sdp_listen *l)
 {
+	stat_update_locked(l);
 	/* Only our queue: a TCP side and a shared listener's kernel queue are
 	 * members of the application's epoll descriptor themselves. */
 	if (l->ready)
@@ -234,6 +258,9 @@ int sdp_listen_share(struct sdp_listen *l, int epfd, int token_fd)
 	 * other process would wake for them and find nothing (README). */
 	if (token_fd >= 0)
 		epoll_ctl(epfd, EPOLL_CTL_DEL, token_fd, NULL);
+	/* No sdpstat update here: this runs in a fork prepare handler, after
+	 * the stats' own one took its lock; the row says "shared" from the
+	 * first accept on. */
 	l->shared = 1;
 	/* Threads asleep in the per-process queue must look again. */
 	atomic_fetch_add(&l->seq, 1);
@@ -305,8 +332,10 @@ int sdp_listen_accept(struct sdp_listen *l, int nonblock, int timeout_ms,
 		if (l->shared && l->tl) {
 			int r2 = take_shared_locked(l, out);
 
-			if (r2 == 0)
+			if (r2 == 0) {
 				l->accepted++;
+				stat_update_locked(l);
+			}
 			pthread_mutex_unlock(&l->lock);
 			if (r2 < 0)
 				*out = NULL;
@@ -343,6 +372,9 @@ void sdp_listen_close(struct sdp_listen *l)
 	pthread_mutex_lock(&l->lock);
 	l->closed = 1;
 	l->ready = NULL;
+	if (l->stat_slot >= 0)
+		sdp_stat_slot_free(l->stat_slot);
+	l->stat_slot = -1;
 	c = l->head;
 	l->head = l->tail = NULL;
 	l->count = 0;

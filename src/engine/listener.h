@@ -38,6 +38,7 @@ struct sdp_listen {
 	unsigned shared:1;		/* requests taken by accept() (fork) */
 	struct sdp_listen *rel_next;	/* progress release list */
 	uint64_t accepted, refused;	/* stats */
+	int stat_slot;			/* sdpstat record, or -1 */
 };
 
 /* Takes ownership of `tl` (already bound); starts listening. */
@@ -54,6 +55,10 @@ void sdp_listen_close(struct sdp_listen *l);
 void sdp_listen_get(struct sdp_listen *l);
 void sdp_listen_put(struct sdp_listen *l);
 int sdp_listen_fd(struct sdp_listen *l);
+/* sdpstat: publish a row for the listener on application descriptor `fd`
+ * bound to `local` (best effort). */
+void sdp_listen_stat_attach(struct sdp_listen *l, int fd,
+			    const struct sockaddr *local);
 /* Socket switch: also accept kernel TCP clients from `fd` (a listening TCP
  * socket, owned by the listener from now on).  Its readiness reaches the
  * application through the listener's epoll descriptor (socket/lsnfd.c). */

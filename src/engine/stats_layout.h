@@ -38,7 +38,7 @@
 #define SDP_STAT_PREFIX "libsdp-stat."	/* followed by the decimal pid */
 #define SDP_STAT_WAKE_FMT "libsdp-stat.%d" /* abstract socket, after '\0' */
 #define SDP_STAT_MAGIC 0x54534453u	/* "SDST" little-endian */
-#define SDP_STAT_VERSION 1u
+#define SDP_STAT_VERSION 2u
 #define SDP_STAT_NSLOTS 16384u		/* records per file (sparse) */
 #define SDP_STAT_REFRESH_MS 200u
 
@@ -92,14 +92,16 @@ struct sdp_stat_rec {
 	uint64_t accepted, refused;	/* listeners */
 	uint64_t updated_ns;		/* CLOCK_MONOTONIC of the last store */
 	char reason[128];		/* why TCP / why it ended; "" = none */
-	uint8_t reserved[512 - 336];
+	uint32_t backlog;		/* listeners */
+	uint32_t pad2;
+	uint8_t reserved[512 - 344];
 };
 
 _Static_assert(sizeof(struct sdp_stat_hdr) == 4096,
 	       "sdp_stat_hdr must stay one page: adjust reserved[]");
 _Static_assert(offsetof(struct sdp_stat_hdr, reserved) == 120,
 	       "sdp_stat_hdr fields moved: fix reserved[] and the version");
-_Static_assert(offsetof(struct sdp_stat_rec, reserved) == 336,
+_Static_assert(offsetof(struct sdp_stat_rec, reserved) == 344,
 	       "sdp_stat_rec fields moved: fix reserved[] and the version");
 _Static_assert(sizeof(struct sdp_stat_rec) == 512,
 	       "sdp_stat_rec must stay 512 bytes: adjust reserved[]");

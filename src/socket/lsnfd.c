@@ -103,6 +103,7 @@ int sdp_lsnfd_install(struct sdp_sock *s, int fd)
 	s->lsn_fd = fd;
 	s->lsn_ep = ep;
 	track(s);
+	sdp_listen_stat_attach(s->lsn, fd, (struct sockaddr *)&s->local);
 	return 0;
 err_ep:
 	sdp_real.close(ep);
