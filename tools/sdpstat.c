@@ -402,7 +402,7 @@ static void print_json(const struct row *rows, size_t n)
 		       ", \"credit_stalls\": %" PRIu64
 		       ", \"tx_credits\": %d, \"peer_credits\": %u"
 		       ", \"posted\": %u, \"accepted\": %" PRIu64
-		       ", \"refused\": %" PRIu64
+		       ", \"refused\": %" PRIu64 ", \"backlog\": %u"
 		       ", \"zc_read_tx\": %" PRIu64 ", \"zc_read_rx\": %" PRIu64
 		       ", \"zc_write_tx\": %" PRIu64
 		       ", \"zc_write_rx\": %" PRIu64
@@ -410,13 +410,64 @@ static void print_json(const struct row *rows, size_t n)
 		       r->tx_bytes, r->rx_bytes, r->tx_msgs, r->rx_msgs,
 		       r->bcopy_tx, r->zcopy_tx, r->tx_queued, r->rx_queued,
 		       r->credit_stalls, r->tx_credits, r->peer_credits,
-		       r->posted, r->accepted, r->refused, r->zc_rd_tx,
-		       r->zc_rd_rx, r->zc_wr_tx, r->zc_wr_rx, r->tx_mode,
-		       r->rx_mode);
+		       r->posted, r->accepted, r->refused, r->backlog,
+		       r->zc_rd_tx, r->zc_rd_rx, r->zc_wr_tx, r->zc_wr_rx,
+		       r->tx_mode, r->rx_mode);
 		json_str(r->reason);
 		printf("}");
 	}
 	printf("%s]\n", n ? "\n" : "");
+}
+
+/* -l: listening sockets.  KIND is what clients may use (sdp, or both: SDP
+ * and kernel TCP on one port); PENDING counts connections handshaken and
+ * not yet accepted (a shared listener's requests wait in the kernel). */
+#define LCOLS 10
+
+static void print_listeners(const struct row *rows, size_t n)
+{
+	static const char *const head[LCOLS] = {
+		"PID", "PROGRAM", "FD", "LOCAL", "KIND", "STATE", "BACKLOG",
+		"PENDING", "ACCEPTED", "REFUSED",
+	};
+	char (*cell)[LCOLS][64];
+	int w[LCOLS], c;
+	size_t i;
+
+	if (!n) {
+		printf("No SDP listening sockets.\n");
+		return;
+	}
+	cell = calloc(n, sizeof(*cell));
+	if (!cell)
+		return;
+	for (c = 0; c < LCOLS; c++)
+		w[c] = (int)strlen(head[c]);
+	for (i = 0; i < n; i++) {
+		const struct sdp_stat_rec *r = &rows[i].r;
+
+		snprintf(cell[i][0], 64, "%d", rows[i].pid);
+		snprintf(cell[i][1], 64, "%.40s", rows[i].program);
+		snprintf(cell[i][2], 64, "%d", r->fd);
+		fmt_addr(&r->local, cell[i][3], 64);
+		snprintf(cell[i][4], 64, "%s", r->mode);
+		snprintf(cell[i][5], 64, "%s", r->state);
+		snprintf(cell[i][6], 64, "%u", r->backlog);
+		snprintf(cell[i][7], 64, "%" PRIu64, r->rx_queued);
+		snprintf(cell[i][8], 64, "%" PRIu64, r->accepted);
+		snprintf(cell[i][9], 64, "%" PRIu64, r->refused);
+		for (c = 0; c < LCOLS - 1; c++)
+			if ((int)strlen(cell[i][c]) > w[c])
+				w[c] = (int)strlen(cell[i][c]);
+	}
+	w[LCOLS - 1] = 0;
+	for (c = 0; c < LCOLS; c++)
+		printf("%-*s%s", w[c], head[c], c < LCOLS - 1 ? " " : "\n");
+	for (i = 0; i < n; i++)
+		for (c = 0; c < LCOLS; c++)
+			printf("%-*s%s", w[c], cell[i][c],
+			       c < LCOLS - 1 ? " " : "\n");
+	free(cell);
 }
 
 #define NCOLS 11
@@ -488,6 +539,8 @@ static void snapshot(const struct opts *o)
 	nr = collect(v, n, o, &rows);
 	if (o->json)
 		print_json(rows, nr);
+	else if (o->listeners && !o->all)
+		print_listeners(rows, nr);
 	else
 		print_table(rows, nr);
 	fflush(stdout);

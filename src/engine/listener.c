@@ -8,8 +8,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <limits.h>
+#include <string.h>
+#include <sys/epoll.h>
 #include <linux/futex.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -20,6 +21,7 @@
 #include "engine/conn.h"
 #include "engine/real.h"
 #include "engine/progress.h"
+#include "engine/stats_shm.h"
 #include "wire/wire.h"
 
 #define SDP_SOMAXCONN 4096
@@ -44,6 +46,7 @@ int sdp_listen_create(struct sdp_listener *tl, int backlog,
 	l->tl = tl;
 	l->ready = ready;
 	l->tcp_fd = -1;
+	l->stat_slot = -1;
 	sdp_listen_set_backlog(l, backlog);
 	r = ops->listen(tl, l->backlog);
 	if (r < 0)
@@ -88,43 +91,44 @@ int sdp_listen_fd(struct sdp_listen *l)
 	return l->tl ? sdp_tp_default()->listener_fd(l->tl) : -1;
 }
 
+void sdp_listen_stat_attach(struct sdp_listen *l, int fd,
+			    const struct sockaddr *local)
+{
+	int slot = sdp_stat_slot_alloc(fd, 1);
+
+	if (slot < 0)
+		return;
+	sdp_stat_slot_set_transport(slot, sdp_cfg.transport);
+	sdp_stat_slot_set_addrs(slot, local, NULL);
+	pthread_mutex_lock(&l->lock);
+	l->stat_slot = slot;
+	sdp_stat_slot_update_listen(slot, l);
+	pthread_mutex_unlock(&l->lock);
+}
+
+static void stat_update_locked(struct sdp_listen *l)
+{
+	if (l->stat_slot >= 0)
+		sdp_stat_slot_update_listen(l->stat_slot, l);
+}
+
 static void update_ready_locked(struct sdp_listen *l)
 {
+	stat_update_locked(l);
+	/* Only our queue: a TCP side and a shared listener's kernel queue are
+	 * members of the application's epoll descriptor themselves. */
 	if (l->ready)
-		sdp_ready_set(l->ready, l->count || atomic_load(&l->tcp_pending) ?
-			      SDP_READY_IN : 0);
+		sdp_ready_set(l->ready, l->count ? SDP_READY_IN : 0);
 }
 
 int sdp_listen_add_tcp(struct sdp_listen *l, int fd)
 {
-	int r;
-
 	/* Never block in accept4 on it: blocking accept() polls the app fd. */
 	sdp_real.fcntl(fd, F_SETFL, sdp_real.fcntl(fd, F_GETFL) | O_NONBLOCK);
 	pthread_mutex_lock(&l->lock);
 	l->tcp_fd = fd;
-	atomic_store(&l->tcp_pending, 1);	/* look once: maybe queued */
-	update_ready_locked(l);
 	pthread_mutex_unlock(&l->lock);
-	r = sdp_progress_watch_tcp_listener(l, fd);
-	if (r < 0) {
-		pthread_mutex_lock(&l->lock);
-		l->tcp_fd = -1;
-		pthread_mutex_unlock(&l->lock);
-	}
-	return r;
-}
-
-void sdp_listen_tcp_ready(struct sdp_listen *l)
-{
-	pthread_mutex_lock(&l->lock);
-	atomic_store(&l->tcp_pending, 1);
-	update_ready_locked(l);
-	if (l->accept_waiters) {
-		atomic_fetch_add(&l->seq, 1);
-		futex_wake_all(&l->seq);
-	}
-	pthread_mutex_unlock(&l->lock);
+	return 0;
 }
 
 int sdp_listen_accept_tcp(struct sdp_listen *l, int flags)
@@ -133,29 +137,9 @@ int sdp_listen_accept_tcp(struct sdp_listen *l, int flags)
 
 	if (l->tcp_fd < 0)
 		return -EAGAIN;
-	/* Clear first: a connection arriving after this makes a new edge
-	 * (the progress thread watches the socket edge-triggered). */
-	atomic_store(&l->tcp_pending, 0);
 	fd = sdp_real.accept4(l->tcp_fd, NULL, NULL, flags | SOCK_NONBLOCK);
-	if (fd < 0) {
-		int e = errno;
-
-		pthread_mutex_lock(&l->lock);
-		update_ready_locked(l);
-		pthread_mutex_unlock(&l->lock);
-		return e == EWOULDBLOCK ? -EAGAIN : -e;
-	}
-	{
-		/* More waiting?  Ask the kernel rather than leave a stale
-		 * "readable": select() then accept() must not block. */
-		struct pollfd p = { .fd = l->tcp_fd, .events = POLLIN };
-
-		atomic_store(&l->tcp_pending,
-			     poll(&p, 1, 0) > 0 && (p.revents & POLLIN));
-		pthread_mutex_lock(&l->lock);
-		update_ready_locked(l);
-		pthread_mutex_unlock(&l->lock);
-	}
+	if (fd < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
 	if (!(flags & SOCK_NONBLOCK)) {
 		int fl = sdp_real.fcntl(fd, F_GETFL);
 
@@ -164,8 +148,9 @@ int sdp_listen_accept_tcp(struct sdp_listen *l, int flags)
 	return fd;
 }
 
-static void handle_one(struct sdp_listen *l, struct sdp_conn_req *req,
-		       const uint8_t *priv, uint32_t len)
+/* Validate a request and complete the passive side (HelloAck sent). */
+static int passive_open(struct sdp_listen *l, struct sdp_conn_req *req,
+			const uint8_t *priv, uint32_t len, struct sdp_conn **out)
 {
 	const struct sdp_transport_ops *ops = sdp_tp_default();
 	struct sdp_hello hello;
@@ -177,24 +162,35 @@ static void handle_one(struct sdp_listen *l, struct sdp_conn_req *req,
 		sdp_log(SDP_LOG_ERR, "listener: rejecting a malformed Hello (%d)", r);
 		ops->reject(req);
 		l->refused++;
-		return;
-	}
-	if (l->count >= (uint32_t)l->backlog || l->closed) {
-		ops->reject(req);	/* full: refused, the client may retry */
-		l->refused++;
-		return;
+		return r;
 	}
 	r = sdp_conn_accept_req(req, &hello, &c);
 	if (r < 0) {
 		l->refused++;
-		return;
+		return r;
 	}
 	r = sdp_progress_add_conn(c);
 	if (r < 0) {
 		sdp_conn_put(c);
 		l->refused++;
+		return r;
+	}
+	*out = c;
+	return 0;
+}
+
+static void handle_one(struct sdp_listen *l, struct sdp_conn_req *req,
+		       const uint8_t *priv, uint32_t len)
+{
+	struct sdp_conn *c;
+
+	if (l->count >= (uint32_t)l->backlog || l->closed) {
+		sdp_tp_default()->reject(req);	/* full: the client may retry */
+		l->refused++;
 		return;
 	}
+	if (passive_open(l, req, priv, len, &c) < 0)
+		return;
 	c->acc_next = NULL;
 	if (l->tail)
 		l->tail->acc_next = c;
@@ -210,11 +206,12 @@ int sdp_listen_service(struct sdp_listen *l)
 	uint8_t priv[SDP_CM_PRIV_MAX];
 	struct sdp_conn_req *req;
 	uint32_t len;
-	int r, n = 0, closed;
+	int r, n = 0;
 
 	pthread_mutex_lock(&l->lock);
 	for (;;) {
-		if (!l->tl)
+		/* Shared: requests are left to whoever calls accept(). */
+		if (!l->tl || l->shared)
 			break;
 		len = sizeof(priv);
 		r = ops->get_request(l->tl, &req, priv, &len);
@@ -228,10 +225,79 @@ int sdp_listen_service(struct sdp_listen *l)
 		futex_wake_all(&l->seq);
 		update_ready_locked(l);
 	}
-	closed = l->closed;
 	pthread_mutex_unlock(&l->lock);
-	(void)closed;
 	return 0;	/* released through sdp_progress_release_listener */
+}
+
+int sdp_listen_share(struct sdp_listen *l, int epfd, int token_fd)
+{
+	const struct sdp_transport_ops *ops = sdp_tp_default();
+	struct epoll_event ev = { .events = EPOLLIN };
+	int lfd, k, r = 0;
+
+	pthread_mutex_lock(&l->lock);
+	if (l->shared || l->closed || !l->tl)
+		goto out;
+	lfd = sdp_listen_fd(l);
+	k = ops->share_listener(l->tl);
+	if (k < 0) {
+		r = k;
+		goto out;
+	}
+	/* The progress thread no longer takes requests (a stale event finds
+	 * l->shared set); the kernel queue itself makes the descriptor
+	 * readable, in every process that holds it. */
+	if (lfd >= 0)
+		sdp_progress_unwatch(lfd);
+	ev.data.fd = k;
+	if (epoll_ctl(epfd, EPOLL_CTL_ADD, k, &ev) < 0 && errno != EEXIST)
+		sdp_log(SDP_LOG_ERR, "listener: cannot watch the shared queue "
+			"(%s)", strerror(errno));
+	/* Connections already queued here stay ours (accept() returns them
+	 * first) but no longer make the shared descriptor readable: every
+	 * other process would wake for them and find nothing (README). */
+	if (token_fd >= 0)
+		epoll_ctl(epfd, EPOLL_CTL_DEL, token_fd, NULL);
+	/* No sdpstat update here: this runs in a fork prepare handler, after
+	 * the stats' own one took its lock; the row says "shared" from the
+	 * first accept on. */
+	l->shared = 1;
+	/* Threads asleep in the per-process queue must look again. */
+	atomic_fetch_add(&l->seq, 1);
+	futex_wake_all(&l->seq);
+out:
+	pthread_mutex_unlock(&l->lock);
+	return r;
+}
+
+void sdp_listen_after_fork_child(struct sdp_listen *l)
+{
+	pthread_mutex_init(&l->lock, NULL);
+	l->head = l->tail = NULL;
+	l->count = 0;
+	l->accept_waiters = 0;
+}
+
+/* Shared listener, lock held: one connection from the kernel queue. */
+static int take_shared_locked(struct sdp_listen *l, struct sdp_conn **out)
+{
+	const struct sdp_transport_ops *ops = sdp_tp_default();
+	uint8_t priv[SDP_CM_PRIV_MAX];
+	struct sdp_conn_req *req;
+	uint32_t len;
+	int r, tries;
+
+	/* A bad request is dropped and the next one tried: it must not turn
+	 * into a spurious EAGAIN while good ones wait. */
+	for (tries = 0; tries < 8; tries++) {
+		len = sizeof(priv);
+		r = ops->take_request(l->tl, &req, priv, &len);
+		if (r < 0)
+			return r;
+		if (passive_open(l, req, priv, len, out) == 0)
+			return 0;
+	}
+	return -EAGAIN;
 }
 
 int sdp_listen_accept(struct sdp_listen *l, int nonblock, int timeout_ms,
@@ -263,7 +329,19 @@ int sdp_listen_accept(struct sdp_listen *l, int nonblock, int timeout_ms,
 			*out = c;
 			return 0;
 		}
-		if (nonblock || (l->tcp_fd >= 0 && atomic_load(&l->tcp_pending))) {
+		if (l->shared && l->tl) {
+			int r2 = take_shared_locked(l, out);
+
+			if (r2 == 0) {
+				l->accepted++;
+				stat_update_locked(l);
+			}
+			pthread_mutex_unlock(&l->lock);
+			if (r2 < 0)
+				*out = NULL;
+			return r2;
+		}
+		if (nonblock || l->tcp_fd >= 0) {
 			pthread_mutex_unlock(&l->lock);
 			*out = NULL;
 			return -EAGAIN;
@@ -294,6 +372,9 @@ void sdp_listen_close(struct sdp_listen *l)
 	pthread_mutex_lock(&l->lock);
 	l->closed = 1;
 	l->ready = NULL;
+	if (l->stat_slot >= 0)
+		sdp_stat_slot_free(l->stat_slot);
+	l->stat_slot = -1;
 	c = l->head;
 	l->head = l->tail = NULL;
 	l->count = 0;
@@ -303,10 +384,8 @@ void sdp_listen_close(struct sdp_listen *l)
 	if (l->tl)
 		sdp_tp_default()->close_listener(l->tl);
 	l->tl = NULL;
-	if (l->tcp_fd >= 0) {
-		sdp_progress_unwatch(l->tcp_fd);
+	if (l->tcp_fd >= 0)
 		sdp_real.close(l->tcp_fd);
-	}
 	l->tcp_fd = -1;
 	pthread_mutex_unlock(&l->lock);
 	/* Queued, never accepted: reset them, as TCP does. */

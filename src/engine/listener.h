@@ -4,6 +4,12 @@
  * passive side of each handshake (Hello -> HelloAck) as requests arrive, so
  * connect() never waits for the server to call accept() (as with TCP), and
  * queues established connections up to the backlog.
+ *
+ * Shared listeners (fork): once a listener is inherited by another process,
+ * that per-process queue could serve only one of them.  sdp_listen_share()
+ * (called before fork) stops the eager handshakes; from then on accept()
+ * takes requests straight from the transport's kernel queue, which every
+ * process of the family holds, and completes the handshake itself.
  */
 #ifndef SDP_LISTENER_H
 #define SDP_LISTENER_H
@@ -27,18 +33,21 @@ struct sdp_listen {
 	uint32_t count;
 	struct sdp_ready *ready;	/* NULL once the socket is closed */
 	int tcp_fd;			/* "both": kernel TCP listener, or -1 */
-	atomic_int tcp_pending;		/* TCP connections may be waiting */
 	int accept_waiters;		/* threads blocked in accept */
 	unsigned closed:1;
+	unsigned shared:1;		/* requests taken by accept() (fork) */
 	struct sdp_listen *rel_next;	/* progress release list */
 	uint64_t accepted, refused;	/* stats */
+	int stat_slot;			/* sdpstat record, or -1 */
 };
 
 /* Takes ownership of `tl` (already bound); starts listening. */
 int sdp_listen_create(struct sdp_listener *tl, int backlog,
 		      struct sdp_ready *ready, struct sdp_listen **out);
 void sdp_listen_set_backlog(struct sdp_listen *l, int backlog);
-/* Pop an established connection (the caller owns the reference). */
+/* Pop an established connection (the caller owns the reference).  On a
+ * shared listener it takes one from the kernel queue; -EAGAIN with *out NULL
+ * then means "wait on the application's descriptor". */
 int sdp_listen_accept(struct sdp_listen *l, int nonblock, int timeout_ms,
 		      struct sdp_conn **out);
 /* Socket closed: refuse further requests, reset queued connections. */
@@ -46,11 +55,22 @@ void sdp_listen_close(struct sdp_listen *l);
 void sdp_listen_get(struct sdp_listen *l);
 void sdp_listen_put(struct sdp_listen *l);
 int sdp_listen_fd(struct sdp_listen *l);
+/* sdpstat: publish a row for the listener on application descriptor `fd`
+ * bound to `local` (best effort). */
+void sdp_listen_stat_attach(struct sdp_listen *l, int fd,
+			    const struct sockaddr *local);
 /* Socket switch: also accept kernel TCP clients from `fd` (a listening TCP
- * socket, owned by the listener from now on). */
+ * socket, owned by the listener from now on).  Its readiness reaches the
+ * application through the listener's epoll descriptor (socket/lsnfd.c). */
 int sdp_listen_add_tcp(struct sdp_listen *l, int fd);
-/* Progress thread: the TCP side became readable (edge). */
-void sdp_listen_tcp_ready(struct sdp_listen *l);
+/* Before fork: make the listener shared.  `epfd` is the application's
+ * descriptor (an epoll set): the transport's kernel queue is added to it and
+ * `token_fd` (the per-process queue's readiness) removed.  0 or -errno
+ * (-EOPNOTSUPP: the transport cannot share). */
+int sdp_listen_share(struct sdp_listen *l, int epfd, int token_fd);
+/* In a fork() child: the queued connections are the parent's; forget our
+ * copies without touching them. */
+void sdp_listen_after_fork_child(struct sdp_listen *l);
 /* Accept one kernel TCP connection if any: fd, -EAGAIN, or -errno. */
 int sdp_listen_accept_tcp(struct sdp_listen *l, int flags);
 /* Progress thread: handle pending requests.  1 = unregister and release. */

@@ -37,7 +37,6 @@
 #include "engine/stats_shm.h"	/* sdpstat */
 
 #define TAG_LISTENER 0x1ul
-#define TAG_TCP_LISTENER 0x2ul
 #define TAG_MASK 0x3ul
 #define TAG_STAT 0x4ul	/* sdpstat wake socket: compared first */
 
@@ -199,20 +198,6 @@ int sdp_progress_add_listener(struct sdp_listen *l)
 		return r;
 	}
 	return 0;
-}
-
-int sdp_progress_watch_tcp_listener(struct sdp_listen *l, int fd)
-{
-	struct epoll_event ev;
-	int r = progress_init();
-
-	if (r < 0)
-		return r;
-	/* No reference of its own: the fd is closed (leaving the set) before
-	 * the listener's progress reference goes, and release is deferred. */
-	ev.events = EPOLLIN | EPOLLET;
-	ev.data.ptr = (void *)((uintptr_t)l | TAG_TCP_LISTENER);
-	return epoll_ctl(P.epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
 }
 
 void sdp_progress_unwatch(int fd)
@@ -427,10 +412,6 @@ static void *progress_main(void *arg)
 				struct sdp_listen *l = (void *)(p & ~TAG_MASK);
 
 				sdp_listen_service(l);
-			} else if (p & TAG_TCP_LISTENER) {
-				struct sdp_listen *l = (void *)(p & ~TAG_MASK);
-
-				sdp_listen_tcp_ready(l);
 			} else if (nrel < 64) {
 				struct sdp_conn *c = (void *)p;
 

@@ -16,8 +16,6 @@ struct sdp_listen;
 int sdp_progress_add_conn(struct sdp_conn *c);
 /* Start watching a listener (takes a reference). */
 int sdp_progress_add_listener(struct sdp_listen *l);
-/* Watch a "both" listener's kernel TCP socket (edge-triggered). */
-int sdp_progress_watch_tcp_listener(struct sdp_listen *l, int fd);
 /* Stop watching `fd` (before closing it: a fork child may hold a copy,
  * which would keep it in the epoll set). */
 void sdp_progress_unwatch(int fd);

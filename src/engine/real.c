@@ -55,6 +55,7 @@ static void real_resolve(void)
 	RESOLVE(dup);
 	RESOLVE(dup2);
 	RESOLVE(dup3);
+	RESOLVE(epoll_ctl);
 	if (real_status) {
 		static const char msg[] = "libsdp: cannot resolve the C library's "
 					  "socket functions; SDP disabled\n";

@@ -8,6 +8,7 @@
 #ifndef SDP_REAL_H
 #define SDP_REAL_H
 
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -43,6 +44,7 @@ struct sdp_real_fns {
 	int (*dup)(int);
 	int (*dup2)(int, int);
 	int (*dup3)(int, int, int);
+	int (*epoll_ctl)(int, int, int, struct epoll_event *);
 };
 
 extern struct sdp_real_fns sdp_real;

@@ -38,7 +38,7 @@
 #define SDP_STAT_PREFIX "libsdp-stat."	/* followed by the decimal pid */
 #define SDP_STAT_WAKE_FMT "libsdp-stat.%d" /* abstract socket, after '\0' */
 #define SDP_STAT_MAGIC 0x54534453u	/* "SDST" little-endian */
-#define SDP_STAT_VERSION 2u
+#define SDP_STAT_VERSION 3u
 #define SDP_STAT_NSLOTS 16384u		/* records per file (sparse) */
 #define SDP_STAT_REFRESH_MS 200u
 
@@ -97,7 +97,8 @@ struct sdp_stat_rec {
 	uint64_t zc_rd_tx, zc_rd_rx;	/* read by the peer / read by us */
 	uint64_t zc_wr_tx, zc_wr_rx;	/* written by us / written into us */
 	uint8_t tx_mode, rx_mode;	/* 0 Buffered 1 Combined 2 Pipelined */
-	uint8_t pad2[6];
+	uint8_t pad2[2];
+	uint32_t backlog;		/* listeners */
 	uint8_t reserved[512 - 376];
 };
 

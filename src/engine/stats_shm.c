@@ -531,9 +531,16 @@ void sdp_stat_slot_update_listen(int slot, const struct sdp_listen *l)
 	r = rec_begin(slot);
 	if (r) {
 		r->flags |= SDP_STAT_F_LISTENER;
-		copy_str(r->state, sizeof(r->state), "LISTEN");
+		/* Shared (fork): requests wait in the kernel's queue, which
+		 * no process can count; rx_queued is this process's queue. */
+		copy_str(r->state, sizeof(r->state),
+			 l->shared ? "LISTEN(shared)" : "LISTEN");
+		static const char *const kind[] = { "sdp", "both" };
+
+		copy_str(r->mode, sizeof(r->mode), kind[l->tcp_fd >= 0]);
 		r->accepted = l->accepted;
 		r->refused = l->refused;
+		r->backlog = (uint32_t)l->backlog;
 		r->rx_queued = l->count;	/* connections awaiting accept */
 		rec_end(r);
 	}

@@ -60,8 +60,14 @@ struct sdp_sock {
 	int tcp_family;		/* AF_INET or AF_INET6, as the app asked */
 	int sock_type;		/* type flags given to socket() */
 	int may_fallback;	/* connect verdict "both": TCP if refused */
-	struct sdp_sock *both_next;	/* "both" listeners (fork handling) */
-	unsigned in_both_list:1;
+
+	/* Listeners (lsnfd.c): the application's descriptor is an epoll set
+	 * over kernel objects; ready.app_fd is then a hidden descriptor. */
+	int lsn_fd;		/* the application's descriptor number */
+	int lsn_ep;		/* our own handle on that epoll set, or -1 */
+	struct sdp_sock *lsn_next;	/* listeners (fork handling) */
+	unsigned lsn_tracked:1;
+	unsigned share_failed:1;	/* transport cannot share: see switch.c */
 };
 
 /* Socket switch (switch.c). */
@@ -76,13 +82,20 @@ void sdp_switch_mirror_sockopt(struct sdp_sock *s, int level, int name,
 			       const void *v, socklen_t len);
 void sdp_switch_mirror_nonblock(struct sdp_sock *s, int on);
 void sdp_switch_release(struct sdp_sock *s);
-void sdp_switch_track_both(struct sdp_sock *s);
+/* At fork, for a transport that cannot share: the listener becomes the
+ * plain kernel TCP listener ("both" only; `child` in the fork child). */
+void sdp_switch_listener_to_tcp(struct sdp_sock *s, int child);
 /* sdpstat records for kernel TCP connections the switch could have made
  * SDP: `why` is shown as the fallback reason. */
 void sdp_switch_record_tcp(int fd, const char *why,
 			   const struct sockaddr *remote);
 void sdp_switch_forget_tcp(int fd);
-void sdp_switch_untrack_both(struct sdp_sock *s);
+
+/* Listener descriptors (lsnfd.c).  install: with s->lock held, right after
+ * the listener exists; makes `fd` the epoll set. */
+int sdp_lsnfd_install(struct sdp_sock *s, int fd);
+/* Untrack and close the hidden descriptors (last close, or fallback). */
+void sdp_lsnfd_release(struct sdp_sock *s);
 int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
 				const struct sockaddr *sa, socklen_t len,
 				int sdp_err);

@@ -58,6 +58,8 @@ struct sdp_sock *sdp_sock_new(int domain, int flags, int *err)
 	s->rcvbuf = (int)sdp_cfg.rcvbuf;
 	s->zcopy_thresh = -1;	/* the system default (SDP_ZCOPY_THRESH) */
 	s->shadow = -1;
+	s->lsn_fd = -1;
+	s->lsn_ep = -1;
 	return s;
 }
 
@@ -96,8 +98,7 @@ void sdp_sock_release(struct sdp_sock *s)
 		sdp_conn_close(s->conn, abort);	/* drops our reference */
 		s->conn = NULL;
 	}
-	if (s->in_both_list)
-		sdp_switch_untrack_both(s);
+	sdp_lsnfd_release(s);
 	if (s->lsn) {
 		sdp_listen_close(s->lsn);
 		s->lsn = NULL;
@@ -281,6 +282,7 @@ SDP_EXPORT int listen(int fd, int backlog)
 		goto out;
 	s->bound = NULL;
 	s->kind = SDP_SK_LISTEN;
+	r = sdp_lsnfd_install(s, fd);
 out:
 	pthread_mutex_unlock(&s->lock);
 	sdp_sock_put(s);
@@ -318,11 +320,18 @@ static int accept_any(struct sdp_sock *s, int fd, struct sdp_listen *l,
 {
 	int nonblock = atomic_load(&s->nonblock), r;
 
-	if (l->tcp_fd < 0)
-		return sdp_listen_accept(l, nonblock, s->rcvtimeo_ms, c);
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 
+		if (l->tcp_fd < 0 && !l->shared) {
+			/* Private SDP-only listener: sleep on its queue. */
+			r = sdp_listen_accept(l, nonblock, s->rcvtimeo_ms, c);
+			/* Shared meanwhile (another thread forked): wait
+			 * on the descriptor from now on. */
+			if (r != -EAGAIN || nonblock || !l->shared)
+				return r;
+			continue;
+		}
 		r = sdp_listen_accept(l, 1, 0, c);
 		if (r != -EAGAIN)
 			return r;
@@ -344,7 +353,9 @@ static int accept_any(struct sdp_sock *s, int fd, struct sdp_listen *l,
 		}
 		if (r != -EAGAIN || nonblock)
 			return r;
-		/* The descriptor mirrors both queues. */
+		/* The descriptor is an epoll set over every queue (lsnfd.c);
+		 * after a wake-up another process may win the race: then we
+		 * find nothing and sleep again, as TCP's accept does. */
 		r = poll(&p, 1, s->rcvtimeo_ms ? s->rcvtimeo_ms : -1);
 		if (r < 0 && errno == EINTR)
 			return -EINTR;
@@ -361,8 +372,10 @@ static int do_accept(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 	int r, err = 0, nfd;
 
 	if (!s) {
+		/* -errno: the caller converts once (EAGAIN must stay EAGAIN). */
 		sdp_real_init();
-		return sdp_real.accept4(fd, sa, len, flags);
+		r = sdp_real.accept4(fd, sa, len, flags);
+		return r < 0 ? -errno : r;
 	}
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) {
 		r = -EINVAL;

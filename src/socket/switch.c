@@ -60,58 +60,27 @@ static void switch_init(void)
 }
 
 /*
- * fork() and "both" listeners.  A listener's accept queue lives in the
- * memory of the process that created it, so children (pre-forking servers:
- * nginx workers, Apache) could not accept its SDP connections.  At fork()
- * every "both" listener therefore becomes the plain kernel TCP listener in
- * every process of the family: TCP clients are served by whoever accepts,
- * SDP clients are refused and fall back to TCP.  Correct, not accelerated
- * (README: limitations).
+ * fork() and "both" listeners on a transport that cannot share a listener
+ * across processes (lsnfd.c shares them where it can): the listener's accept
+ * queue lives in the memory of the process that created it, so children
+ * could not accept its SDP connections.  At fork() such a listener becomes
+ * the plain kernel TCP listener in every process of the family: TCP clients
+ * are served by whoever accepts, SDP clients are refused and fall back to
+ * TCP.  Correct, not accelerated.
  */
-static pthread_mutex_t both_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct sdp_sock *both_head;
-
-void sdp_switch_track_both(struct sdp_sock *s)
-{
-	pthread_mutex_lock(&both_lock);
-	atomic_fetch_add(&s->refs, 1);
-	s->both_next = both_head;
-	both_head = s;
-	s->in_both_list = 1;
-	pthread_mutex_unlock(&both_lock);
-}
-
-void sdp_switch_untrack_both(struct sdp_sock *s)
-{
-	struct sdp_sock **pp;
-
-	pthread_mutex_lock(&both_lock);
-	for (pp = &both_head; *pp; pp = &(*pp)->both_next) {
-		if (*pp == s) {
-			*pp = s->both_next;
-			s->in_both_list = 0;
-			atomic_fetch_sub(&s->refs, 1);	/* never the last */
-			break;
-		}
-	}
-	pthread_mutex_unlock(&both_lock);
-}
-
-static void listener_to_tcp(struct sdp_sock *s, int child)
+void sdp_switch_listener_to_tcp(struct sdp_sock *s, int child)
 {
 	struct sdp_listen *l = s->lsn;
 	struct sdp_sock *taken;
-	int fd = s->ready.app_fd, tcp, cloexec, fl;
+	int fd = s->lsn_fd, tcp, cloexec, fl;
 
-	if (!l || l->tcp_fd < 0)
+	if (!l || l->tcp_fd < 0 || fd < 0)
 		return;
 	tcp = l->tcp_fd;
 	cloexec = sdp_real.fcntl(fd, F_GETFD);
 	fl = sdp_real.fcntl(tcp, F_GETFL);
 	sdp_real.fcntl(tcp, F_SETFL, atomic_load(&s->nonblock) ?
 		       (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK));
-	if (!child)
-		sdp_progress_unwatch(tcp);
 	if (sdp_real.dup3(tcp, fd, cloexec > 0 && (cloexec & FD_CLOEXEC) ?
 			  O_CLOEXEC : 0) < 0)
 		return;
@@ -132,41 +101,10 @@ static void listener_to_tcp(struct sdp_sock *s, int child)
 	}
 	s->lsn = NULL;
 	s->kind = SDP_SK_NEW;
+	s->lsn_tracked = 0;	/* the caller unlinks it */
+	sdp_lsnfd_release(s);
 	sdp_ready_release(&s->ready);
 	sdp_log(SDP_LOG_INFO, "fd %d: listener over TCP only after fork()", fd);
-}
-
-static void both_before_fork(void)
-{
-	pthread_mutex_lock(&both_lock);
-}
-
-static void both_after_fork(int child)
-{
-	struct sdp_sock *s, *next;
-
-	for (s = both_head; s; s = next) {
-		next = s->both_next;
-		listener_to_tcp(s, child);
-		s->in_both_list = 0;
-		if (!child)
-			sdp_sock_put(s);
-	}
-	both_head = NULL;
-	if (child)
-		pthread_mutex_init(&both_lock, NULL);
-	else
-		pthread_mutex_unlock(&both_lock);
-}
-
-static void both_after_fork_parent(void)
-{
-	both_after_fork(0);
-}
-
-static void both_after_fork_child(void)
-{
-	both_after_fork(1);
 }
 
 /* Loaded by the dynamic linker: read the policy before main() may rename
@@ -175,8 +113,6 @@ __attribute__((constructor)) static void switch_ctor(void)
 {
 	if (sdp_real_init() == 0)
 		pthread_once(&SW.once, switch_init);
-	pthread_atfork(both_before_fork, both_after_fork_parent,
-		       both_after_fork_child);
 }
 
 static const struct sdp_policy *policy(void)
@@ -487,14 +423,14 @@ int sdp_switch_listen(struct sdp_sock *s, int fd, int backlog)
 		}
 		/* The listener owns the TCP side from now on. */
 		r = sdp_listen_add_tcp(s->lsn, s->shadow);
-		if (r == 0) {
+		if (r == 0)
 			s->shadow = -1;
-			sdp_switch_track_both(s);
-		}
 	} else if (s->shadow >= 0) {
 		sdp_real.close(s->shadow);	/* "sdp": SDP only */
 		s->shadow = -1;
 	}
+	if (r == 0)
+		r = sdp_lsnfd_install(s, fd);
 out:
 	pthread_mutex_unlock(&s->lock);
 	return r;

@@ -48,6 +48,22 @@ static void dummy_reject(struct sdp_conn_req *req)
 {
 }
 
+static int dummy_share_listener(struct sdp_listener *l)
+{
+	(void)l;
+	return -EOPNOTSUPP;
+}
+
+static int dummy_take_request(struct sdp_listener *l, struct sdp_conn_req **req,
+			      void *priv, uint32_t *priv_len)
+{
+	(void)l;
+	(void)req;
+	(void)priv;
+	(void)priv_len;
+	return -EOPNOTSUPP;
+}
+
 static void dummy_close_listener(struct sdp_listener *l)
 {
 }
@@ -174,6 +190,8 @@ void sdp_transport_fill_defaults(struct sdp_transport_ops *ops)
 	FILL(get_request);
 	FILL(reject);
 	FILL(close_listener);
+	FILL(share_listener);
+	FILL(take_request);
 	FILL(create_qp);
 	FILL(create_qp_from_req);
 	FILL(connect);

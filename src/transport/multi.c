@@ -189,6 +189,41 @@ static int multi_get_request(struct sdp_listener *l, struct sdp_conn_req **req,
 	return 0;
 }
 
+/* Sharing across fork is an shm-only mechanism (the verbs CM's listen
+ * queue lives in the RDMA CM channel of one process): not with verbs. */
+static int multi_share_listener(struct sdp_listener *l)
+{
+	struct multi_listener *ml = ML(l);
+
+	if (ml->verbs)
+		return -EOPNOTSUPP;
+	return SHM->share_listener(ml->shm);
+}
+
+static int multi_take_request(struct sdp_listener *l, struct sdp_conn_req **req,
+			      void *priv, uint32_t *priv_len)
+{
+	struct multi_listener *ml = ML(l);
+	struct multi_req *mr;
+	struct sdp_conn_req *in;
+	int r;
+
+	if (ml->verbs)
+		return -EOPNOTSUPP;
+	r = SHM->take_request(ml->shm, &in, priv, priv_len);
+	if (r < 0)
+		return r;
+	mr = malloc(sizeof(*mr));
+	if (!mr) {
+		SHM->reject(in);
+		return -EAGAIN;
+	}
+	mr->ops = SHM;
+	mr->req = in;
+	*req = (struct sdp_conn_req *)mr;
+	return 0;
+}
+
 static void multi_reject(struct sdp_conn_req *req)
 {
 	struct multi_req *mr = (struct multi_req *)req;
@@ -234,6 +269,8 @@ static struct sdp_transport_ops multi_ops = {
 	.get_request = multi_get_request,
 	.reject = multi_reject,
 	.close_listener = multi_close_listener,
+	.share_listener = multi_share_listener,
+	.take_request = multi_take_request,
 	.create_qp = multi_create_qp,
 	.create_qp_from_req = multi_create_qp_from_req,
 };

@@ -40,6 +40,7 @@
 #define SHM_WAIT_SLICE_MS 100		/* liveness re-check while sleeping */
 #define SHM_PENDING_TMO_MS 5000		/* half-open connection lifetime */
 #define SHM_MAX_PENDING	256
+#define SHM_HELLO_WAIT_MS 1000		/* shared listener: Hello in flight */
 
 /* ---- shared segment layout (all multi-writer words atomic) --------------- */
 
@@ -134,6 +135,7 @@ struct shm_listener {
 	bool listening;
 	struct shm_pending *pending;	/* accepted, Hello not read yet */
 	int npending;
+	bool shared;			/* served by take_request (fork) */
 };
 
 struct shm_conn_req {
@@ -235,6 +237,16 @@ int sdp__shm_get_request(struct sdp_listener *l, struct sdp_conn_req **req,
 			 void *priv, uint32_t *priv_len);
 void sdp__shm_reject(struct sdp_conn_req *req);
 void sdp__shm_close_listener(struct sdp_listener *l);
+int sdp__shm_pending_scan(struct shm_listener *l, struct sdp_conn_req **out,
+			  void *priv, uint32_t *priv_len);
+int sdp__shm_request_build(struct shm_listener *l, int sock, int memfd,
+			   pid_t pid, uint64_t base, const struct shm_addr *hdst,
+			   struct shm_conn_req **out);
+
+/* shm_share.c */
+int sdp__shm_share_listener(struct sdp_listener *l);
+int sdp__shm_take_request(struct sdp_listener *l, struct sdp_conn_req **req,
+			  void *priv, uint32_t *priv_len);
 
 /* shm_cm.c */
 struct shm_wire_msg;

@@ -481,7 +481,8 @@ static void pending_drop(struct shm_listener *l, struct shm_pending **pp)
 {
 	struct shm_pending *p = *pp;
 
-	epoll_ctl(l->epfd, EPOLL_CTL_DEL, p->sock, NULL);
+	if (l->epfd >= 0)	/* none once shared (shm_share.c) */
+		epoll_ctl(l->epfd, EPOLL_CTL_DEL, p->sock, NULL);
 	close(p->sock);
 	*pp = p->next;
 	free(p);
@@ -519,9 +520,9 @@ static void accept_pending(struct shm_listener *l)
 }
 
 /* Turn a pending connection whose Hello arrived into a request. */
-static int request_build(struct shm_listener *l, int sock, int memfd,
-			 pid_t pid, uint64_t base, const struct shm_addr *hdst,
-			 struct shm_conn_req **out)
+int sdp__shm_request_build(struct shm_listener *l, int sock, int memfd,
+			   pid_t pid, uint64_t base, const struct shm_addr *hdst,
+			   struct shm_conn_req **out)
 {
 	struct sockaddr_un sun;
 	socklen_t slen = sizeof(sun);
@@ -567,18 +568,15 @@ err_free:
 	return err;
 }
 
-int sdp__shm_get_request(struct sdp_listener *sl, struct sdp_conn_req **out,
-			 void *priv, uint32_t *priv_len)
+/* A pending connection whose Hello arrived, as a request; -EAGAIN if none.
+ * Silent clients are dropped once their deadline passed. */
+int sdp__shm_pending_scan(struct shm_listener *l, struct sdp_conn_req **out,
+			  void *priv, uint32_t *priv_len)
 {
-	struct shm_listener *l = SHM_L(sl);
 	uint8_t buf[SDP_CM_PRIV_MAX];
 	struct shm_pending **pp;
-	uint64_t now;
+	uint64_t now = sdp__shm_now_ms();
 
-	if (!l->listening)
-		return -EINVAL;
-	accept_pending(l);
-	now = sdp__shm_now_ms();
 	for (pp = &l->pending; *pp;) {
 		struct shm_pending *p = *pp;
 		struct shm_conn_req *r;
@@ -601,7 +599,8 @@ int sdp__shm_get_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 		if (!err && (type != SHM_MSG_HELLO || fd < 0))
 			err = -EPROTO;
 		if (!err)
-			err = request_build(l, p->sock, fd, pid, base, &hdst, &r);
+			err = sdp__shm_request_build(l, p->sock, fd, pid, base,
+						     &hdst, &r);
 		if (fd >= 0)
 			close(fd);
 		if (err) {
@@ -609,7 +608,8 @@ int sdp__shm_get_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 			continue;
 		}
 		/* The request owns the socket now. */
-		epoll_ctl(l->epfd, EPOLL_CTL_DEL, p->sock, NULL);
+		if (l->epfd >= 0)
+			epoll_ctl(l->epfd, EPOLL_CTL_DEL, p->sock, NULL);
 		*pp = p->next;
 		free(p);
 		l->npending--;
@@ -619,6 +619,17 @@ int sdp__shm_get_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 		return 0;
 	}
 	return -EAGAIN;
+}
+
+int sdp__shm_get_request(struct sdp_listener *sl, struct sdp_conn_req **out,
+			 void *priv, uint32_t *priv_len)
+{
+	struct shm_listener *l = SHM_L(sl);
+
+	if (!l->listening || l->shared)
+		return -EINVAL;
+	accept_pending(l);
+	return sdp__shm_pending_scan(l, out, priv, priv_len);
 }
 
 void sdp__shm_reject(struct sdp_conn_req *sr)

@@ -204,6 +204,15 @@ struct sdp_transport_ops {
 			   void *priv, uint32_t *priv_len);
 	void (*reject)(struct sdp_conn_req *req);
 	void (*close_listener)(struct sdp_listener *l);
+	/* Shared listener (fork): from now on requests are taken with
+	 * take_request() by whichever process of the family accepts, straight
+	 * from a kernel queue they all hold; listener_fd() is no longer used.
+	 * Returns that kernel descriptor (readable while requests wait) or
+	 * -EOPNOTSUPP.  take_request() returns -EAGAIN when none is waiting;
+	 * it may wait briefly for a request whose Hello is still in flight. */
+	int (*share_listener)(struct sdp_listener *l);
+	int (*take_request)(struct sdp_listener *l, struct sdp_conn_req **req,
+			    void *priv, uint32_t *priv_len);
 
 	/* QPs. */
 	int (*create_qp)(const struct sdp_qp_attr *attr, struct sdp_qp **out);

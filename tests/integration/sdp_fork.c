@@ -8,12 +8,19 @@
  *      copy; the child serves the connection (request -> response);
  *   3. both processes use one connection: over TCP the kernel interleaves
  *      their bytes; over SDP the second user gets EBADFD (an error, never
- *      corrupt data) while the owner carries on.
+ *      corrupt data) while the owner carries on;
+ *   4. posix_spawn and vfork+exec with a connection open;
+ *   5. pre-forked server: 3 workers accept from one listener inherited
+ *      across fork (epoll, non-blocking: thundering herd, EAGAIN for the
+ *      losers), then 2 workers in blocking accept(); many clients at once,
+ *      checksummed echo, and every accepted connection is over SDP when the
+ *      client's is (SDP_CONN_TRANSPORT).
  * Usage: sdp_fork --family sdp|sdp6|tcp|tcp6
  */
 #include "itest_common.h"
 
 #include <spawn.h>
+#include <sys/epoll.h>
 
 extern char **environ;
 
@@ -179,6 +186,164 @@ static void case_spawn(void)
 	info("ok: case 4: posix_spawn and vfork+exec leave the connection working");
 }
 
+/* ---- case 5: pre-forked workers on one inherited listener ----------------- */
+
+#define PF_CLIENTS 48
+#define PF_THREADS 8
+#define PF_MAXLEN 65536
+
+/* One connection: [u32 length][bytes] in, the same bytes back; the worker
+ * then reports its index and the connection's transport on the pipe. */
+static void pf_serve(int c, int idx, int report)
+{
+	static unsigned char buf[PF_MAXLEN];
+	uint32_t n;
+	char rec[2];
+
+	read_full(c, &n, sizeof(n), "worker read length");
+	if (n > PF_MAXLEN)
+		die("case 5: worker %d: length %u", idx, n);
+	read_full(c, buf, n, "worker read");
+	write_full(c, buf, n, "worker write");
+	rec[0] = (char)('0' + idx);
+	rec[1] = over_sdp(c) ? 'S' : 'T';
+	if (write(report, rec, 2) != 2)
+		DIE_ERRNO("worker report");
+	close(c);
+}
+
+static void pf_worker_epoll(int l, int idx, int report)
+{
+	struct epoll_event ev = { .events = EPOLLIN }, out;
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev) < 0)
+		DIE_ERRNO("worker epoll");
+	for (;;) {
+		int n = epoll_wait(ep, &out, 1, -1), c;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n != 1)
+			DIE_ERRNO("worker epoll_wait");
+		/* Like nginx: accept until EAGAIN; other workers may have
+		 * taken the connection that woke us. */
+		while ((c = accept(l, NULL, NULL)) >= 0) {
+			set_nonblock(c, 0);
+			pf_serve(c, idx, report);
+		}
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			DIE_ERRNO("worker accept");
+	}
+}
+
+static void pf_worker_blocking(int l, int idx, int report)
+{
+	for (;;) {
+		int c = accept(l, NULL, NULL);
+
+		if (c < 0 && errno == EINTR)
+			continue;
+		if (c < 0)
+			DIE_ERRNO("worker blocking accept");
+		pf_serve(c, idx, report);
+	}
+}
+
+struct pf_client {
+	uint16_t port;
+	int first, count;
+	int sdp;	/* out: connections that were SDP */
+};
+
+static void *pf_client_thread(void *arg)
+{
+	struct pf_client *a = arg;
+	static __thread unsigned char out[PF_MAXLEN], back[PF_MAXLEN];
+
+	for (int i = a->first; i < a->first + a->count; i++) {
+		prng_t r;
+		uint32_t n;
+		int c = connect_to(a->port);
+
+		prng_seed(&r, 5000 + (uint64_t)i);
+		n = (uint32_t)prng_range(&r, 1, PF_MAXLEN);
+		prng_fill(&r, out, n);
+		a->sdp += over_sdp(c);
+		write_full(c, &n, sizeof(n), "client write length");
+		write_full(c, out, n, "client write");
+		read_full(c, back, n, "client read");
+		if (csum_buf(back, n) != csum_buf(out, n))
+			die("case 5: connection %d: echo checksum differs", i);
+		close(c);
+	}
+	return NULL;
+}
+
+static void pf_run(int nworkers, int blocking)
+{
+	struct pf_client cl[PF_THREADS];
+	pthread_t th[PF_THREADS];
+	pid_t w[4];
+	int p[2], served[4] = { 0 }, nsdp = 0, csdp = 0, l, i;
+	uint16_t port;
+	char rec[2];
+
+	l = make_listener(&port, 64);
+	if (!blocking)
+		set_nonblock(l, 1);
+	if (pipe(p) < 0)
+		DIE_ERRNO("pipe");
+	for (i = 0; i < nworkers; i++) {
+		w[i] = fork();
+		if (w[i] < 0)
+			DIE_ERRNO("fork");
+		if (w[i] == 0) {
+			close(p[0]);
+			if (blocking)
+				pf_worker_blocking(l, i, p[1]);
+			pf_worker_epoll(l, i, p[1]);
+		}
+	}
+	close(p[1]);
+	close(l);	/* the workers hold it: the master only forks */
+	watchdog_arm(60, "case 5: pre-forked workers stalled");
+	for (i = 0; i < PF_THREADS; i++) {
+		cl[i] = (struct pf_client){ port, i * (PF_CLIENTS / PF_THREADS),
+					    PF_CLIENTS / PF_THREADS, 0 };
+		if (pthread_create(&th[i], NULL, pf_client_thread, &cl[i]))
+			die("case 5: pthread_create");
+	}
+	for (i = 0; i < PF_THREADS; i++) {
+		pthread_join(th[i], NULL);
+		csdp += cl[i].sdp;
+	}
+	for (i = 0; i < PF_CLIENTS; i++) {
+		if (read(p[0], rec, 2) != 2)	/* pipe writes of 2 are atomic */
+			DIE_ERRNO("read worker reports");
+		if (rec[0] < '0' || rec[0] >= '0' + nworkers)
+			die("case 5: bad report");
+		served[rec[0] - '0']++;
+		nsdp += rec[1] == 'S';
+	}
+	watchdog_disarm();
+	for (i = 0; i < nworkers; i++) {
+		kill(w[i], SIGKILL);
+		waitpid(w[i], NULL, 0);
+	}
+	close(p[0]);
+	if (nsdp != csdp)
+		die("case 5: %d of %d client connections were SDP but the "
+		    "workers accepted %d over SDP", csdp, PF_CLIENTS, nsdp);
+	if (is_sdp() && nsdp != PF_CLIENTS)
+		die("case 5: only %d of %d connections over SDP", nsdp,
+		    PF_CLIENTS);
+	info("ok: case 5: %d %s workers served %d checksummed echoes "
+	     "(%d/%d/%d/%d each), %d over SDP", nworkers,
+	     blocking ? "blocking" : "epoll", PF_CLIENTS, served[0], served[1],
+	     served[2], served[3], nsdp);
+}
+
 int main(int argc, char **argv)
 {
 	g_prog = "sdp_fork";
@@ -190,6 +355,8 @@ int main(int argc, char **argv)
 	case_fork_per_connection();
 	case_both_use();
 	case_spawn();
+	pf_run(3, 0);
+	pf_run(2, 1);
 	info("PASS");
 	return 0;
 }

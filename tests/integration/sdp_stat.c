@@ -11,10 +11,19 @@
  * the mirror of the other's.  Then the client closes, the server reads EOF
  * and closes, and both processes (still alive) must stop listing it.
  *
+ * Listening sockets: the parent listens (backlog 7), two clients connect
+ * without being accepted; `sdpstat -l` must list the listener with its fd,
+ * port, kind, backlog and 2 pending, then 1 pending and 1 accepted after an
+ * accept(), and forget it once closed.
+ *
  * sdpstat is found next to this program: dirname(/proc/self/exe)/../bin.
  * It runs without the preload (it is a plain tool).
  */
 #include "itest_common.h"
+
+#include <spawn.h>
+
+extern char **environ;
 
 #define NBYTES (4u * 1024 * 1024 + 5)
 
@@ -110,7 +119,7 @@ static void client_main(uint16_t port, int up, int down)
 /* ---- running sdpstat ----------------------------------------------------- */
 
 /* Output of `sdpstat --json -p pid` (malloc'd); dies unless it exits 0. */
-static char *run_sdpstat(pid_t pid)
+static char *run_sdpstat_opt(pid_t pid, const char *opt)
 {
 	char pidarg[16], *out = NULL;
 	size_t len = 0, cap = 0;
@@ -120,16 +129,30 @@ static char *run_sdpstat(pid_t pid)
 	snprintf(pidarg, sizeof(pidarg), "%d", (int)pid);
 	if (pipe(p) < 0)
 		DIE_ERRNO("pipe");
-	c = fork();
-	if (c < 0)
-		DIE_ERRNO("fork");
-	if (c == 0) {
-		dup2(p[1], 1);
-		close(p[0]);
-		close(p[1]);
-		unsetenv("LD_PRELOAD");
-		execl(g_sdpstat, "sdpstat", "--json", "-p", pidarg, (char *)NULL);
-		_exit(127);
+	/* posix_spawn, not fork(): fork() would make our listeners shared
+	 * (lsnfd.c), and a shared listener completes handshakes only in
+	 * accept(), so check_listeners()'s own connects would wait. */
+	{
+		char *argv[6] = { "sdpstat", opt ? (char *)opt : "--json", "-p",
+				  pidarg, NULL }, **envp;
+		posix_spawn_file_actions_t fa;
+		size_t ne = 0, k = 0;
+
+		while (environ[ne])
+			ne++;
+		envp = calloc(ne + 1, sizeof(*envp));
+		if (!envp)
+			die("out of memory");
+		for (size_t i = 0; i < ne; i++)
+			if (strncmp(environ[i], "LD_PRELOAD=", 11))
+				envp[k++] = environ[i];
+		posix_spawn_file_actions_init(&fa);
+		posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+		posix_spawn_file_actions_addclose(&fa, p[0]);
+		if (posix_spawn(&c, g_sdpstat, &fa, NULL, argv, envp))
+			die("posix_spawn(sdpstat) failed");
+		posix_spawn_file_actions_destroy(&fa);
+		free(envp);
 	}
 	close(p[1]);
 	for (;;) {
@@ -153,9 +176,14 @@ static char *run_sdpstat(pid_t pid)
 	if (waitpid(c, &st, 0) < 0)
 		DIE_ERRNO("waitpid(sdpstat)");
 	if (!WIFEXITED(st) || WEXITSTATUS(st))
-		die("sdpstat --json -p %d failed (status 0x%x), output:\n%s",
-		    (int)pid, st, out);
+		die("sdpstat %s -p %d failed (status 0x%x), output:\n%s",
+		    opt ? opt : "--json", (int)pid, st, out);
 	return out;
+}
+
+static char *run_sdpstat(pid_t pid)
+{
+	return run_sdpstat_opt(pid, NULL);
 }
 
 /* Number field of a JSON object line, or -1. */
@@ -288,6 +316,80 @@ static void find_sdpstat(void)
 		    g_sdpstat);
 }
 
+/* ---- listening sockets: sdpstat -l ---------------------------------------- */
+
+/* The `sdpstat -l` table row of our listener on `port`: 1 if found, with
+ * the columns after LOCAL. */
+static int listener_row(uint16_t port, int fd, char *kind, char *state,
+			unsigned *backlog, unsigned *pending, unsigned *acc)
+{
+	char *out = run_sdpstat_opt(getpid(), "-l"), *line, *save = NULL;
+	char want[32];
+	int found = 0;
+
+	snprintf(want, sizeof(want), ":%u", port);
+	for (line = strtok_r(out, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char prog[64], local[80];
+		int pid, rfd;
+		unsigned ref;
+
+		if (sscanf(line, "%d %63s %d %79s %15s %15s %u %u %u %u", &pid,
+			   prog, &rfd, local, kind, state, backlog, pending,
+			   acc, &ref) != 10)
+			continue;
+		if (rfd == fd && strstr(local, want)) {
+			found = 1;
+			break;
+		}
+	}
+	free(out);
+	return found;
+}
+
+/* Wait (bounded) until the row shows `pending` and `acc`: the progress
+ * thread queues a connection just after the client's connect returns. */
+static void expect_listener(uint16_t port, int fd, unsigned backlog,
+			    unsigned pending, unsigned acc)
+{
+	char kind[16], state[16];
+	unsigned b = 0, p = 0, a = 0;
+
+	for (int i = 0; i < 200; i++) {
+		if (listener_row(port, fd, kind, state, &b, &p, &a) &&
+		    !strcmp(kind, "sdp") && !strncmp(state, "LISTEN", 6) &&
+		    b == backlog && p == pending && a == acc)
+			return;
+		poll(NULL, 0, 10);
+	}
+	die("sdpstat -l: listener fd %d port %u: want kind sdp, backlog %u, "
+	    "pending %u, accepted %u; last seen backlog %u pending %u "
+	    "accepted %u", fd, port, backlog, pending, acc, b, p, a);
+}
+
+static void check_listeners(void)
+{
+	char kind[16], state[16];
+	unsigned b, p, a;
+	uint16_t port;
+	int l = make_listener(&port, 7), c1, c2, s1;
+
+	expect_listener(port, l, 7, 0, 0);
+	c1 = connect_to(port);
+	c2 = connect_to(port);
+	expect_listener(port, l, 7, 2, 0);
+	s1 = accept_one(l);
+	expect_listener(port, l, 7, 1, 1);
+	close(l);
+	if (listener_row(port, l, kind, state, &b, &p, &a))
+		die("sdpstat -l: closed listener still listed");
+	close(s1);
+	close(c1);
+	close(c2);
+	info("sdpstat -l: listener listed (fd, port, kind, backlog, pending, "
+	     "accepted), then gone after close");
+}
+
 int main(int argc, char **argv)
 {
 	int sup[2], sdown[2], cup[2], cdown[2], cfd;
@@ -313,6 +415,7 @@ int main(int argc, char **argv)
 	}
 	find_sdpstat();
 	signal(SIGPIPE, SIG_IGN);
+	check_listeners();
 	if (pipe(sup) || pipe(sdown) || pipe(cup) || pipe(cdown))
 		DIE_ERRNO("pipe");
 	spid = fork();

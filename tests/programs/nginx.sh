@@ -3,11 +3,11 @@
 # nginx (Debian package nginx) under sdp_run serving a 16 MiB static file
 # with sendfile on, fetched by curl under sdp_run (sha256), driven by wrk
 # for 3 s; then fallback both ways.  nginx is pre-fork: the master creates
-# the listening socket, forks one worker that accepts (master_process on).
-# Evidence: SDP_LOG=3 transitions on curl and nginx (nginx sends stderr
-# to its error.log), sdpstat on wrk.
-KNOWN_FAILURES="curl-sdp-sdp|pre-fork listener: nginx creates its listening socket in the master and forks the workers; libsdp turns a 'both' listener inherited across fork() into the plain kernel TCP listener in every process (the accept queue of SDP connections lives in one process's memory), so nginx serves correctly over TCP and the SDP client falls back; SDP acceleration of pre-forked listeners is not implemented yet
-wrk-sdp|same cause: wrk falls back to TCP against the pre-forked nginx"
+# the listening socket and forks two workers that accept from it (both in
+# epoll, nginx asks for EPOLLEXCLUSIVE); libsdp shares the listener across
+# fork, so their connections are SDP.  Evidence: SDP_LOG=3 transitions on
+# curl and nginx (nginx sends stderr to its error.log), sdpstat on wrk and
+# on the nginx workers.
 . "$(dirname "$0")/common.sh"
 need_pkg nginx nginx
 need_pkg curl curl
@@ -20,14 +20,14 @@ chmod a+rx "$TMP" "$TMP/www"
 chmod a+r "$TMP/www/blob.bin"
 WANT=$(sha256sum <"$TMP/www/blob.bin" | cut -d' ' -f1)
 
-start_nginx() { # NAME WRAP [MASTER(on|off)]
-	local name=$1 wrap=$2 master=${3:-on}
+start_nginx() { # NAME WRAP [MASTER(on|off)] [WORKERS]
+	local name=$1 wrap=$2 master=${3:-on} workers=${4:-1}
 	PORT=$(rand_port)
 	mkdir -p "$TMP/$name"
 	cat >"$TMP/$name/nginx.conf" <<EOF
 daemon off;
 master_process $master;
-worker_processes 1;
+worker_processes $workers;
 pid $TMP/$name/nginx.pid;
 error_log $TMP/$name/error.log info;
 events { worker_connections 256; }
@@ -85,21 +85,38 @@ check "single-wrk-sdp" "wrk's connections were SDP (sdpstat saw $N of 10)" ge "$
 [ "$NFAIL" -gt 0 ] && show "$TMP/single.err" "$TMP/single/error.log" "$TMP/single-wrk.out"
 stop "$SRV"
 
-# ---- sdp <-> sdp (pre-fork listener: master + 1 worker) ------------------------
+# sample_workers_sdp PID SECONDS: the largest number of SDP connections seen
+# in PID's children (nginx workers) at once, via sdpstat.
+sample_workers_sdp() {
+	local ppid=$1 secs=$2 best=0 n w i
+	for i in $(seq 1 $((secs * 5))); do
+		n=0
+		for w in $(pgrep -P "$ppid"); do
+			n=$((n + $(sdp_conns "$w")))
+		done
+		[ "$n" -gt "$best" ] && best=$n
+		sleep 0.2
+	done
+	echo "$best"
+}
+
+# ---- sdp <-> sdp (pre-fork listener: master + 2 workers) -----------------------
 CURL_MAX=8
-start_nginx server sdp
+start_nginx server sdp on 2
 fetch curl-sdp sdp
-check "curl-sdp-sdp" "curl's connection was SDP (SDP_LOG: ESTABLISHED, no fallback)" \
-	eval 'ge "$(log_sdp_established "$TMP/curl-sdp.err")" 1 && eq "$(log_tcp_fallbacks "$TMP/curl-sdp.err")" 0'
+check "curl-sdp-sdp" "curl's connection was SDP (SDP_LOG: ESTABLISHED, no fallback), and a worker's" \
+	eval 'ge "$(log_sdp_established "$TMP/curl-sdp.err")" 1 && eq "$(log_tcp_fallbacks "$TMP/curl-sdp.err")" 0 && ge "$(log_sdp_established "$TMP/server/error.log")" 1'
 run_limited 20 "$TMP/wrk.out" "$TMP/wrk.err" "$SDP_RUN" wrk -t 2 -c 10 -d 3s "http://127.0.0.1:$PORT/blob.bin"
 W=$BG_PID
 sleep 1
+NW=$(sample_workers_sdp "$SRV" 1)
 N=$(sample_sdp "$W" 1)
 wait "$W"
 REQS=$(grep -o 'Requests/sec: *[0-9.]*' "$TMP/wrk.out")
 check "wrk" "wrk 3 s, 10 connections: ${REQS:-no result}, no socket errors" \
 	eval '[ -n "$REQS" ] && ! grep -q "Socket errors\|Non-2xx" "$TMP/wrk.out"'
 check "wrk-sdp" "wrk's connections were SDP (sdpstat saw $N of 10)" ge "$N" 10
+check "workers-sdp" "the nginx workers' connections were SDP (sdpstat saw $NW of 10 in the workers)" ge "$NW" 10
 [ "$NFAIL" -gt 0 ] && show "$TMP/server.err" "$TMP/server/error.log" "$TMP/curl-sdp.err" "$TMP/wrk.out"
 stop "$SRV"
 

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: MIT
+/*
+ * shm_share.c — a listener shared by a process family (pre-forking servers).
+ *
+ * Normally the progress thread of the listening process accepts rendezvous
+ * connections eagerly and reads their Hello (shm_portspace.c), so requests
+ * end up in that process's memory.  After fork() every process holds the
+ * same listening AF_UNIX socket, so a shared listener leaves requests in the
+ * kernel's queue instead: whichever process calls accept() takes the next
+ * connection with accept4() and reads its Hello itself.  Losers of a race
+ * get EAGAIN from the kernel, exactly as with a TCP listener.
+ *
+ * The client sends its Hello right after connect() returns, so it is there
+ * or about to be; a client that stalls between the two costs the accepting
+ * process at most SHM_HELLO_WAIT_MS and is then dropped (refused).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "transport/fdhigh.h"
+#include "transport/shm.h"
+
+int sdp__shm_share_listener(struct sdp_listener *sl)
+{
+	struct shm_listener *l = SHM_L(sl);
+
+	if (!l->listening || l->sock < 0)
+		return -EINVAL;
+	if (l->shared)
+		return l->sock;
+	/* The private epoll set would be shared with the children too, and
+	 * one process's epoll_ctl would change it for all: drop it (this is
+	 * its only descriptor, so its registrations go with it).  Pending
+	 * connections accepted before stay on the list; take_request() still
+	 * serves them (a child's copies race harmlessly: one Hello, one
+	 * reader). */
+	if (l->epfd >= 0)
+		close(l->epfd);
+	l->epfd = -1;
+	l->shared = true;
+	return l->sock;
+}
+
+/* Wait for the Hello of a just-accepted connection (see the top comment). */
+static int hello_wait(int s)
+{
+	struct pollfd p = { .fd = s, .events = POLLIN };
+	uint64_t end = sdp__shm_now_ms() + SHM_HELLO_WAIT_MS, now;
+	int n;
+
+	for (;;) {
+		now = sdp__shm_now_ms();
+		if (now >= end)
+			return -ETIMEDOUT;
+		n = poll(&p, 1, (int)(end - now));
+		if (n > 0)
+			return 0;
+		if (n == 0)
+			return -ETIMEDOUT;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+static int take_one(struct shm_listener *l, int s, struct sdp_conn_req **out,
+		    void *priv, uint32_t *priv_len)
+{
+	struct shm_conn_req *r;
+	struct shm_addr hdst;
+	uint16_t type = 0;
+	uint64_t base;
+	uint32_t len = 0;
+	pid_t pid;
+	int fd = -1, one = 1, err;
+
+	err = setsockopt(s, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) ?
+		-errno : hello_wait(s);
+	if (!err)
+		err = sdp__shm_recv_msg(s, &type, priv, &len, &hdst, &base,
+					&fd, &pid);
+	if (!err && (type != SHM_MSG_HELLO || fd < 0))
+		err = -EPROTO;
+	if (!err)
+		err = sdp__shm_request_build(l, s, fd, pid, base, &hdst, &r);
+	if (fd >= 0)
+		close(fd);
+	if (err)
+		return err;
+	*priv_len = len;
+	*out = (struct sdp_conn_req *)r;
+	return 0;
+}
+
+int sdp__shm_take_request(struct sdp_listener *sl, struct sdp_conn_req **out,
+			  void *priv, uint32_t *priv_len)
+{
+	struct shm_listener *l = SHM_L(sl);
+	int r, tries;
+
+	if (!l->shared)
+		return -EINVAL;
+	if (l->pending) {	/* accepted before the listener was shared */
+		r = sdp__shm_pending_scan(l, out, priv, priv_len);
+		if (r != -EAGAIN)
+			return r;
+	}
+	/* A bad or silent client is dropped and the next one tried, so one
+	 * of them cannot make accept() fail; bounded like a batch. */
+	for (tries = 0; tries < 16; tries++) {
+		int s = accept4(l->sock, NULL, NULL,
+				SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (s < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		}
+		s = sdp_fd_high(s);
+		r = take_one(l, s, out, priv, priv_len);
+		if (r == 0)
+			return 0;
+		close(s);	/* the client sees its connect refused */
+	}
+	return -EAGAIN;
+}
