@@ -4,6 +4,10 @@
  */
 #include "engine/appwake.h"
 
+#include <errno.h>
+#include <string.h>
+
+#include "engine/config.h"
 #include "engine/conn.h"
 #include "engine/readiness.h"
 #include "transport/transport.h"
@@ -47,10 +51,17 @@ int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask)
 	    c->txq_len || (c->wr_shut && !c->disconn_sent))
 		return 0;
 	if (!c->app_fd_shared) {
-		if (tp->share_app_fd(c->qp, c->ready->lib_fd) < 0) {
+		int r = tp->share_app_fd(c->qp, c->ready->lib_fd);
+
+		if (r == -ENOTCONN || r == -EAGAIN)
+			return 0;	/* not yet: try on the next update */
+		if (r < 0) {
+			sdp_log(SDP_LOG_INFO, "conn %u: direct wake-up off: %s",
+				c->id, strerror(-r));
 			c->appwake_off = 1;	/* stay on the doorbell */
 			return 0;
 		}
+		sdp_log(SDP_LOG_DEBUG, "conn %u: direct wake-up on", c->id);
 		c->app_fd_shared = 1;
 	}
 	c->app_armed = 1;

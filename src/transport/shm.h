@@ -37,7 +37,7 @@
 #define SHM_MAX_DEPTH	65536		/* ring entries */
 #define SHM_MAX_REGION	(1u << 30)	/* receive region bytes */
 #define SHM_RECV_LKEY	0x80000000u	/* never a valid rkey (bit 31) */
-#define SHM_WAIT_SLICE_MS 100		/* liveness re-check while sleeping */
+#define SHM_WAIT_SLICE_MS 100
 #define SHM_PENDING_TMO_MS 5000		/* half-open connection lifetime */
 #define SHM_MAX_PENDING	256
 #define SHM_HELLO_WAIT_MS 1000		/* shared listener: Hello in flight */

@@ -17,10 +17,11 @@
  * seq_cst store to waiters/armed, then load seq/the rings.  One of the two
  * always sees the other (Dekker), so no wake-up is lost.
  *
- * Peer death does not touch the futex word, so wait() sleeps in slices of
- * SHM_WAIT_SLICE_MS and checks the unix socket for a hang-up between them:
- * an idle waiter costs ten wake-ups a second and notices a kill -9 within
- * one slice.  The progress thread sees the hang-up directly in epoll.
+ * Peer death does not touch the futex word.  The progress thread sees the
+ * hang-up in epoll at once and wakes the waiters (set_error); as a
+ * fallback, wait() sleeps in slices of SHM_WAIT_SLICE_MS and checks the
+ * unix socket between them: an idle waiter costs ten wake-ups a second
+ * and notices a kill -9 within one slice even without that thread.
  */
 #include <errno.h>
 #include <limits.h>
@@ -161,13 +162,19 @@ int sdp__shm_wait(struct sdp_qp *sq, uint32_t seq, int timeout_ms)
 	int ret = 0;
 
 	atomic_fetch_add(&c->waiters, 1);
-	for (;;) {
+	for (int round = 0;; round++) {
 		struct timespec ts;
 		uint64_t now, slice;
 
 		if (atomic_load(&c->seq) != seq)
 			break;
-		sdp__shm_check_peer(qp);	/* bumps seq if it fails */
+		/* The progress thread sees a hang-up in epoll at once and
+		 * wakes us; the poll() here is the fallback, once a slice has
+		 * passed (a syscall saved on every sleep of the fast path). */
+		if (round)
+			sdp__shm_check_peer(qp);	/* bumps seq if it fails */
+		else if (atomic_load(&qp->err))
+			break;
 		if (atomic_load(&c->seq) != seq || connect_reply_ready(qp))
 			break;
 		now = sdp__shm_now_ms();
