@@ -187,6 +187,7 @@ struct sdp_conn {
 	uint64_t tx_urg_off;		/* stream offset just past urgent byte */
 	unsigned tx_urg:1;		/* an urgent byte is queued */
 	unsigned nodelay:1;		/* TCP_NODELAY */
+	unsigned cork:1;		/* TCP_CORK: hold short messages */
 	unsigned nagle_inflight:1;	/* a short Data is unacknowledged */
 	uint32_t nagle_mseq;		/* its mseq */
 	uint64_t nagle_deadline_ns;	/* flush held data by then */

@@ -30,6 +30,16 @@ static uint32_t max_payload(const struct sdp_conn *c)
 	return c->peer_rcv_sz - SDP_BSDH_SIZE;
 }
 
+/* Hold a short message back?  TCP_CORK holds every partial message until
+ * uncorked (bounded below, as Linux bounds it to 200 ms); otherwise the
+ * Nagle-like rule holds one while an earlier short one is unacknowledged. */
+static int hold_short(const struct sdp_conn *c)
+{
+	return c->cork || (!c->nodelay && c->nagle_inflight);
+}
+
+#define SDP_CORK_MAX_US 200000u
+
 /* Fill the BSDH of message `m` (mid, flags and extended header already set)
  * and post it with the payload SGEs. */
 static int tx_post_msg(struct sdp_conn *c, struct sdp_msg *m,
@@ -198,14 +208,15 @@ int sdp_tx_flush_locked(struct sdp_conn *c, int force)
 			chunk = (uint32_t)(c->tx_urg_off - sent_off);
 			flags = SDP_FLAG_OOB_PRES | SDP_FLAG_OOB_PEND;
 		}
-		if (!flags && !force && !c->nodelay && !c->wr_shut &&
-		    chunk < max_payload(c) && c->nagle_inflight) {
+		if (!flags && !force && !c->wr_shut &&
+		    chunk < max_payload(c) && hold_short(c)) {
 			/* Coalesce: hold a short message while an earlier
 			 * short one is unacknowledged, for a bounded time. */
 			if (!c->nagle_deadline_ns) {
 				c->stats.nagle_holds++;
 				c->nagle_deadline_ns = sdp_now_ns() +
-					sdp_cfg.nagle_us * 1000ull;
+					(c->cork ? SDP_CORK_MAX_US :
+					 sdp_cfg.nagle_us) * 1000ull;
 				sdp_progress_arm_timer(c);
 			}
 			return 0;
@@ -304,7 +315,7 @@ static size_t tx_direct(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 		int n = 0, v = vi;
 		size_t off = skip;
 
-		if (len - done < room && !c->nodelay && c->nagle_inflight)
+		if (len - done < room && hold_short(c))
 			break;	/* short: let the queue coalesce it */
 		while (chunk < room && done + chunk < len && v < iovcnt &&
 		       n < SDP_MAX_SGE - 1) {

@@ -91,6 +91,11 @@ static void sync_conn(struct sdp_sock *s)
 			if (c->nodelay)	/* as TCP: setting it pushes */
 				sdp_tx_flush_locked(c, 1);
 		}
+		if (c->cork != !!s->cork) {
+			c->cork = !!s->cork;
+			if (!c->cork)	/* as TCP: uncorking pushes */
+				sdp_tx_flush_locked(c, 1);
+		}
 		c->sndbuf = (uint32_t)s->sndbuf;
 		c->rcvbuf = (uint32_t)s->rcvbuf;
 		sdp_conn_update_ready_locked(c);
@@ -238,7 +243,7 @@ static int set_tcp(struct sdp_sock *s, int name, const void *v, socklen_t len)
 		return r;
 	switch (name) {
 	case TCP_NODELAY: s->nodelay = !!val; break;
-	case TCP_CORK: s->cork = !!val; return 0;
+	case TCP_CORK: s->cork = !!val; break;
 	case TCP_KEEPIDLE:
 		if (val < 1 || val > 32767)
 			return -EINVAL;
