@@ -69,9 +69,12 @@ static int tx_post_msg(struct sdp_conn *c, struct sdp_msg *m,
 	memset(&wr, 0, sizeof(wr));
 	wr.opcode = SDP_WR_SEND;
 	wr.flags = SDP_SEND_INLINE;
-	/* Data for the application: it may be woken directly (appwake). */
-	if ((m->bsdh.mid == SDP_MID_DATA && plen > 0) ||
-	    m->bsdh.mid == SDP_MID_SRC_AVAIL)
+	/* Data for the application: it may be woken directly (appwake).
+	 * Not urgent data: POLLPRI needs the message processed, which only
+	 * the progress thread does for an application that waits for it. */
+	if (((m->bsdh.mid == SDP_MID_DATA && plen > 0) ||
+	     m->bsdh.mid == SDP_MID_SRC_AVAIL) &&
+	    !(m->bsdh.flags & (SDP_FLAG_OOB_PRES | SDP_FLAG_OOB_PEND)))
 		wr.flags |= SDP_SEND_SOLICITED;
 	wr.sg_list = sg;
 	wr.num_sge = npayload + 1;

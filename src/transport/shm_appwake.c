@@ -103,18 +103,22 @@ int sdp__shm_app_arm(struct sdp_qp *sq, int on)
 
 bool sdp__shm_app_wake(struct shm_ctrl *c, int app_fd, uint32_t published)
 {
-	uint32_t armed = APP_ARMED;
+	uint32_t v = atomic_load(&c->app_armed);
 	ssize_t r;
 
-	if (atomic_load(&c->app_armed) != APP_ARMED ||
-	    !atomic_compare_exchange_strong(&c->app_armed, &armed, APP_WRITING))
+	/* ARMED: wake the application.  WRITTEN: it was woken and has not
+	 * looked yet; a further byte gives this arrival its own edge (as
+	 * TCP gives EPOLLET one per segment) and keeps the progress thread
+	 * out of a stream the application is already reading. */
+	if ((v != APP_ARMED && v != APP_WRITTEN) ||
+	    !atomic_compare_exchange_strong(&c->app_armed, &v, APP_WRITING))
 		return false;
 	if (atomic_load(&c->cq_cons) == published) {
 		/* The owner took our messages before it armed (it polled
 		 * for another reason): a byte now would announce nothing,
 		 * and an application woken to read nothing gets EAGAIN,
 		 * which some programs (wrk) count as an error. */
-		atomic_store(&c->app_armed, APP_ARMED);
+		atomic_store(&c->app_armed, v);
 		return true;
 	}
 	atomic_store_explicit(&c->app_woke_upto, published,
