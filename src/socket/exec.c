@@ -60,6 +60,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "engine/progress.h"
 #include "socket/sock.h"
 
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);
@@ -450,4 +451,60 @@ SDP_EXPORT int posix_spawnp(pid_t *pid, const char *file,
 			    char *const envp[])
 {
 	return spawn_common(R.posix_spawnp, pid, file, fa, attr, argv, envp);
+}
+
+/*
+ * daemon(3): glibc's parent leaves with _exit() right after fork(), which
+ * skips libsdp's exit handling, so the connections stayed owned by a dying
+ * process and the daemon's first use of one raced with that death (EBADFD,
+ * and the peer saw a reset).  Here the parent hands every connection over
+ * (sdp_progress_hand_over, as exit() would) and only then lets the child
+ * return from daemon(): a pipe whose write end the parent holds.
+ */
+SDP_EXPORT int daemon(int nochdir, int noclose)
+{
+	int p[2], fd;
+	pid_t pid;
+	char b;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	pid = fork();
+	if (pid < 0) {
+		sys_close(p[0]);
+		sys_close(p[1]);
+		return -1;
+	}
+	if (pid > 0) {
+		sys_close(p[0]);
+		sdp_progress_hand_over();
+		_exit(0);	/* p[1] closes: the child goes on */
+	}
+	sys_close(p[1]);
+	while (read(p[0], &b, 1) < 0 && errno == EINTR)
+		;
+	sys_close(p[0]);
+	if (setsid() < 0)
+		return -1;
+	if (!nochdir && chdir("/") < 0)
+		return -1;
+	if (!noclose) {
+		struct stat st;
+
+		fd = open("/dev/null", O_RDWR);
+		if (fd < 0)
+			return -1;
+		/* As glibc: only if it really is the null device. */
+		if (fstat(fd, &st) < 0 || !S_ISCHR(st.st_mode)) {
+			sys_close(fd);
+			errno = ENODEV;
+			return -1;
+		}
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+	return 0;
 }
