@@ -35,6 +35,13 @@
  * (descriptor closed behind our back and reused) is recognised by what the
  * kernel says the descriptor is: only AF_UNIX stream sockets and anonymous
  * inodes (a listener's epoll set, lsnfd.c) are poisoned.
+ * In a threaded program that execs without forking, other threads (the
+ * progress thread included) may touch a descriptor between the poisoning
+ * and the exec: they see a reset for that instant, as they would with any
+ * descriptor a thread replaces while others use it.  If the exec then
+ * fails, a readiness change the library made in that instant went to the
+ * poisoned socket and is lost (at worst a stale POLLIN/POLLOUT until the
+ * next transition); recv/send themselves do not use the descriptor.
  *
  * posix_spawn()/posix_spawnp(): glibc runs the exec inside the library
  * (clone + an internal execve), so the wrappers above are never reached.
