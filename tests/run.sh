@@ -182,6 +182,8 @@ itest() { # NAME TIMEOUT PROGRAM ARGS...
 
 itest "itest/fork" 60 sdp_fork --family "$FAM4"
 itest "itest/fork6" 60 sdp_fork --family "$FAM6"
+itest "itest/exec" 60 sdp_exec --family "$FAM4"
+itest "itest/exec6" 60 sdp_exec --family "$FAM6"
 itest "itest/semantics" 120 sdp_semantics --family "$FAM4"
 itest "itest/semantics6" 120 sdp_semantics --family "$FAM6"
 itest "itest/stream-blocking-${SDP_TEST_STREAM_BYTES}" 180 sdp_stream --family "$FAM4" --mode blocking
@@ -206,6 +208,7 @@ if [ "$FAMILY" = sdp ]; then
 	itest "switch/semantics" 120 sdp_semantics --family tcp
 	itest "switch/semantics6" 120 sdp_semantics --family tcp6
 	itest "switch/fork" 60 sdp_fork --family tcp
+	itest "switch/exec" 60 sdp_exec --family tcp
 	itest "switch/kill" 60 sdp_kill --family tcp
 fi
 itest "itest/sdpstat" 60 sdp_stat --family "$FAM4"

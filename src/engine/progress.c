@@ -498,6 +498,23 @@ static void flush_one(struct sdp_conn *c, void *arg)
 	pthread_mutex_unlock(&c->lock);
 }
 
+static void hand_over_one(struct sdp_conn *c, void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&c->lock);
+	handed_to_other_process(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* daemon(): the parent leaves with _exit() (no exit flush), so it hands
+ * the connections its child holds over before it goes (socket/exec.c). */
+void sdp_progress_hand_over(void)
+{
+	if (!P.started || P.pid != getpid())
+		return;
+	sdp_progress_foreach(hand_over_one, NULL);
+}
+
 struct pending_arg {
 	int pending;
 };

@@ -29,5 +29,8 @@ void sdp_progress_wake(void);
 
 /* Visit every live connection (for sdpstat/tests); cb runs unlocked. */
 void sdp_progress_foreach(void (*cb)(struct sdp_conn *c, void *arg), void *arg);
+/* After fork(), in a parent about to _exit(): leave every connection another
+ * process holds to it (as the exit handler does). */
+void sdp_progress_hand_over(void);
 
 #endif

@@ -91,3 +91,33 @@ struct sdp_sock *sdp_fd_take(int fd)
 	pthread_rwlock_unlock(&table_lock);
 	return s;	/* the table's reference now belongs to the caller */
 }
+
+/*
+ * The first descriptor >= `from` that the table maps, or -1.  For exec()
+ * (exec.c), which may run after vfork() or in a fork() child of a threaded
+ * program: no lock (another thread may have held table_lock at fork time,
+ * and the child would wait for it forever), no allocation, atomic loads
+ * only, and the socket is never dereferenced (a racing close() in another
+ * thread of the same image could free it).  The answer is a snapshot: an
+ * entry may be stale, so the caller checks what the descriptor really is.
+ */
+int sdp_fd_scan_next(int from)
+{
+	unsigned u, i1;
+
+	if (from < 0)
+		from = 0;
+	for (u = (unsigned)from, i1 = u >> L2_BITS; i1 < L1_SIZE;
+	     i1++, u = i1 << L2_BITS) {
+		_Atomic(struct sdp_sock *) *l2 =
+			atomic_load_explicit(&table[i1], memory_order_acquire);
+
+		if (!l2)
+			continue;
+		for (; (u >> L2_BITS) == i1; u++)
+			if (atomic_load_explicit(&l2[u & (L2_SIZE - 1)],
+						 memory_order_relaxed))
+				return (int)u;
+	}
+	return -1;
+}

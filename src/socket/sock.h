@@ -105,6 +105,8 @@ int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
 struct sdp_sock *sdp_fd_get(int fd);
 int sdp_fd_set(int fd, struct sdp_sock *s);
 struct sdp_sock *sdp_fd_take(int fd);
+/* Lock-free scan for exec (async-signal-safe): next mapped fd >= from. */
+int sdp_fd_scan_next(int from);
 void sdp_sock_put(struct sdp_sock *s);
 
 /* Socket object (socket.c). */
