@@ -40,7 +40,8 @@ int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask)
 {
 	const struct sdp_transport_ops *tp = appwake_ops(c);
 
-	if (!tp || !c->ready || c->ready->lib_fd < 0 || c->ready->eof ||
+	if (!tp || !sdp_cfg.appwake || !c->ready || c->ready->lib_fd < 0 ||
+	    c->ready->eof ||
 	    c->app_armed || c->orphan || c->detached || c->appwake_off)
 		return 0;
 	if (c->state != SDP_ST_ESTABLISHED && c->state != SDP_ST_FIN_WAIT)

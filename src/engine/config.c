@@ -26,6 +26,7 @@ struct sdp_config sdp_cfg = {
 	.zcopy_thresh = 1048576,	/* measured crossover: docs/BENCHMARKS.md */
 	.zcopy_adv_timeout_ms = 1000,	/* OFED SDP_SRCAVAIL_ADV_TIMEOUT */
 	.zcopy_write = 1,
+	.appwake = 1,
 	.transport = "shm",
 	.log_level = 0,
 };
@@ -67,6 +68,7 @@ static void config_load(void)
 	env_u32("SDP_ZCOPY_ADV_TIMEOUT_MS", &sdp_cfg.zcopy_adv_timeout_ms, 1,
 		3600000);
 	env_u32("SDP_ZCOPY_WRITE", &sdp_cfg.zcopy_write, 0, 1);
+	env_u32("SDP_APPWAKE", &sdp_cfg.appwake, 0, 1);
 	env_u32("SDP_LOG", &lvl, 0, 3);
 	sdp_cfg.log_level = (int)lvl;
 	t = getenv("SDP_TRANSPORT");

@@ -22,6 +22,8 @@ struct sdp_config {
 				 * unanswered SrcAvail after this long */
 	uint32_t zcopy_write;	/* SDP_ZCOPY_WRITE: 1 = a large blocking recv
 				 * may advertise SinkAvail (Write ZCopy) */
+	uint32_t appwake;	/* SDP_APPWAKE: 1 = the peer may wake an
+				 * epoll-driven application directly */
 	const char *transport;	/* SDP_TRANSPORT: "shm" (default) or "loop" */
 	int log_level;		/* SDP_LOG: 0 silent .. 3 debug */
 };

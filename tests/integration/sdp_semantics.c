@@ -122,6 +122,7 @@ static const struct {
 	{ "so_reuseaddr", t_so_reuseaddr },
 	{ "so_keepalive", t_so_keepalive },
 	{ "tcp_nodelay", t_tcp_nodelay },
+	{ "tcp_cork", t_tcp_cork },
 	{ "fionread", t_fionread },
 	{ "fionbio", t_fionbio },
 	{ "fcntl_nonblock_cloexec", t_fcntl },
