@@ -515,4 +515,61 @@ static int eh_join(pthread_t th, void **ret, int ms)
 	return pthread_timedjoin_np(th, ret, &ts);
 }
 
+/* A stream job for a thread: a writer sends `rounds` messages of `n` bytes
+ * filled from seed_out + round; a checker reads them back in pieces of at
+ * most `piece` bytes (0: whole) and compares with seed_in + round. */
+struct eh_duplex {
+	struct sdp_conn *c;
+	size_t n, piece;
+	int rounds;
+	uint64_t seed_out, seed_in;
+	int ok;
+};
+
+static void *eh_writer_main(void *arg)
+{
+	struct eh_duplex *d = arg;
+	uint8_t *out = malloc(d->n);
+
+	d->ok = !!out;
+	for (int i = 0; d->ok && i < d->rounds; i++) {
+		eh_stream_fill(d->seed_out + i, 0, out, d->n);
+		if (eh_send(d->c, out, d->n, 0) != (ssize_t)d->n)
+			d->ok = 0;
+	}
+	free(out);
+	return NULL;
+}
+
+static void *eh_checker_main(void *arg)
+{
+	struct eh_duplex *d = arg;
+	uint8_t *in = malloc(d->n), *want = malloc(d->n);
+
+	d->ok = in && want;
+	for (int i = 0; d->ok && i < d->rounds; i++) {
+		size_t got = 0;
+
+		eh_stream_fill(d->seed_in + i, 0, want, d->n);
+		while (got < d->n) {
+			size_t k = d->n - got;
+			ssize_t r;
+
+			if (d->piece && k > d->piece)
+				k = d->piece;
+			r = eh_recv(d->c, in + got, k, 0);
+			if (r <= 0) {
+				d->ok = 0;
+				break;
+			}
+			got += (size_t)r;
+		}
+		if (d->ok && memcmp(in, want, d->n))
+			d->ok = 0;
+	}
+	free(in);
+	free(want);
+	return NULL;
+}
+
 #endif /* SDP_TEST_ENGINE_HELPERS_H */

@@ -402,18 +402,12 @@ static void test_cancel(void)
 
 /* ---- 5. both directions at once -------------------------------------------- */
 
-struct duplex {
-	struct sdp_conn *c;
-	size_t n, piece;
-	int rounds;
-	uint64_t seed_out, seed_in;
-	int ok;
-};
+
 
 /* Each round: send n bytes, then read the peer's n bytes (one thread). */
 static void *pingpong_main(void *arg)
 {
-	struct duplex *d = arg;
+	struct eh_duplex *d = arg;
 	uint8_t *out = malloc(d->n), *in = malloc(d->n), *want = malloc(d->n);
 
 	d->ok = out && in && want;
@@ -431,55 +425,11 @@ static void *pingpong_main(void *arg)
 	return NULL;
 }
 
-/* Writer thread: `rounds` large sends; reader thread: reads and checks. */
-static void *writer_main(void *arg)
-{
-	struct duplex *d = arg;
-	uint8_t *out = malloc(d->n);
-
-	d->ok = !!out;
-	for (int i = 0; d->ok && i < d->rounds; i++) {
-		eh_stream_fill(d->seed_out + i, 0, out, d->n);
-		if (eh_send(d->c, out, d->n, 0) != (ssize_t)d->n)
-			d->ok = 0;
-	}
-	free(out);
-	return NULL;
-}
-
-static void *checker_main(void *arg)
-{
-	struct duplex *d = arg;
-	uint8_t *in = malloc(d->n), *want = malloc(d->n);
-
-	d->ok = in && want;
-	for (int i = 0; d->ok && i < d->rounds; i++) {
-		size_t got = 0;
-
-		eh_stream_fill(d->seed_in + i, 0, want, d->n);
-		while (got < d->n) {
-			size_t k = d->n - got < d->piece ? d->n - got : d->piece;
-			ssize_t r = eh_recv(d->c, in + got, k, 0);
-
-			if (r <= 0) {
-				d->ok = 0;
-				break;
-			}
-			got += (size_t)r;
-		}
-		if (d->ok && memcmp(in, want, d->n))
-			d->ok = 0;
-	}
-	free(in);
-	free(want);
-	return NULL;
-}
-
 static void test_crossing(void)
 {
 	struct eh_server s = { 0 };
 	struct sdp_conn *cli, *srv;
-	struct duplex a, b;
+	struct eh_duplex a, b;
 	pthread_t ta, tb;
 
 	REQUIRE_OK(eh_listen(&s));
@@ -490,8 +440,8 @@ static void test_crossing(void)
 	 * sink declines the crossing one, both finish by BCopy. */
 	fake_reader(cli, 1);
 	fake_reader(srv, 1);
-	a = (struct duplex){ cli, 150 * 1024, 0, 20, 1000, 2000, 0 };
-	b = (struct duplex){ srv, 150 * 1024, 0, 20, 2000, 1000, 0 };
+	a = (struct eh_duplex){ cli, 150 * 1024, 0, 20, 1000, 2000, 0 };
+	b = (struct eh_duplex){ srv, 150 * 1024, 0, 20, 2000, 1000, 0 };
 	REQUIRE(pthread_create(&ta, NULL, pingpong_main, &a) == 0);
 	REQUIRE(pthread_create(&tb, NULL, pingpong_main, &b) == 0);
 	CHECK(eh_join(ta, NULL, 20000) == 0);
@@ -502,19 +452,19 @@ static void test_crossing(void)
 
 	/* Reader and writer threads on both sides, 4 MiB messages. */
 	{
-		struct duplex wa = { cli, 4 << 20, 0, 6, 3000, 0, 0 };
-		struct duplex wb = { srv, 4 << 20, 0, 6, 4000, 0, 0 };
-		struct duplex ra = { cli, 4 << 20, 1 << 20, 6, 0, 4000, 0 };
-		struct duplex rb = { srv, 4 << 20, 3 << 20, 6, 0, 3000, 0 };
+		struct eh_duplex wa = { cli, 4 << 20, 0, 6, 3000, 0, 0 };
+		struct eh_duplex wb = { srv, 4 << 20, 0, 6, 4000, 0, 0 };
+		struct eh_duplex ra = { cli, 4 << 20, 1 << 20, 6, 0, 4000, 0 };
+		struct eh_duplex rb = { srv, 4 << 20, 3 << 20, 6, 0, 3000, 0 };
 		pthread_t t[4];
 		struct sdp_conn_stats sa = eh_stats(srv), ca = eh_stats(cli);
 
-		REQUIRE(pthread_create(&t[0], NULL, checker_main, &ra) == 0);
-		REQUIRE(pthread_create(&t[1], NULL, checker_main, &rb) == 0);
+		REQUIRE(pthread_create(&t[0], NULL, eh_checker_main, &ra) == 0);
+		REQUIRE(pthread_create(&t[1], NULL, eh_checker_main, &rb) == 0);
 		eh_poll_until(readers_in, cli, 2000);
 		eh_poll_until(readers_in, srv, 2000);
-		REQUIRE(pthread_create(&t[2], NULL, writer_main, &wa) == 0);
-		REQUIRE(pthread_create(&t[3], NULL, writer_main, &wb) == 0);
+		REQUIRE(pthread_create(&t[2], NULL, eh_writer_main, &wa) == 0);
+		REQUIRE(pthread_create(&t[3], NULL, eh_writer_main, &wb) == 0);
 		for (int i = 0; i < 4; i++)
 			CHECK(eh_join(t[i], NULL, 30000) == 0);
 		CHECK(wa.ok && wb.ok && ra.ok && rb.ok);

@@ -510,74 +510,23 @@ static void test_abort_outstanding(void)
 
 /* ---- 5. both directions at once ---------------------------------------------------- */
 
-struct duplex {
-	struct sdp_conn *c;
-	size_t n, piece;
-	int rounds;
-	uint64_t seed;
-	int ok;
-};
-
-static void *writer_main(void *arg)
-{
-	struct duplex *d = arg;
-	uint8_t *out = malloc(d->n);
-
-	d->ok = !!out;
-	for (int i = 0; d->ok && i < d->rounds; i++) {
-		eh_stream_fill(d->seed + i, 0, out, d->n);
-		if (eh_send(d->c, out, d->n, 0) != (ssize_t)d->n)
-			d->ok = 0;
-	}
-	free(out);
-	return NULL;
-}
-
-static void *checker_main(void *arg)
-{
-	struct duplex *d = arg;
-	uint8_t *in = malloc(d->n), *want = malloc(d->n);
-
-	d->ok = in && want;
-	for (int i = 0; d->ok && i < d->rounds; i++) {
-		size_t got = 0;
-
-		eh_stream_fill(d->seed + i, 0, want, d->n);
-		while (got < d->n) {
-			size_t k = d->n - got < d->piece ? d->n - got : d->piece;
-			ssize_t r = eh_recv(d->c, in + got, k, 0);
-
-			if (r <= 0) {
-				d->ok = 0;
-				break;
-			}
-			got += (size_t)r;
-		}
-		if (d->ok && memcmp(in, want, d->n))
-			d->ok = 0;
-	}
-	free(in);
-	free(want);
-	return NULL;
-}
-
 static void test_duplex(void)
 {
 	struct eh_server s = { 0 };
 	struct sdp_conn *cli, *srv;
-	struct duplex wa, wb, ra, rb;
+	struct eh_duplex wa, wb, ra, rb;
 	pthread_t t[4];
 
 	REQUIRE_OK(eh_listen(&s));
 	REQUIRE_OK(pair(&s, &cli, &srv));
-	wa = (struct duplex){ cli, 4 << 20, 0, 6, 3000, 0 };
-	wb = (struct duplex){ srv, 4 << 20, 0, 6, 4000, 0 };
-	ra = (struct duplex){ cli, 4 << 20, 1 << 20, 6, 4000, 0 };
-	rb = (struct duplex){ srv, 4 << 20, 3 << 20, 6, 3000, 0 };
-	REQUIRE(pthread_create(&t[0], NULL, checker_main, &ra) == 0);
-	REQUIRE(pthread_create(&t[1], NULL, checker_main, &rb) == 0);
-	REQUIRE(pthread_create(&t[2], NULL, writer_main, &wa) == 0);
-	REQUIRE(pthread_create(&t[3], NULL, writer_main, &wb) == 0);
+	wa = (struct eh_duplex){ cli, 4 << 20, 0, 6, 3000, 0, 0 };
+	wb = (struct eh_duplex){ srv, 4 << 20, 0, 6, 4000, 0, 0 };
+	ra = (struct eh_duplex){ cli, 4 << 20, 1 << 20, 6, 0, 4000, 0 };
+	rb = (struct eh_duplex){ srv, 4 << 20, 3 << 20, 6, 0, 3000, 0 };
+	REQUIRE(pthread_create(&t[0], NULL, eh_checker_main, &ra) == 0);
+	REQUIRE(pthread_create(&t[1], NULL, eh_checker_main, &rb) == 0);
+	REQUIRE(pthread_create(&t[2], NULL, eh_writer_main, &wa) == 0);
+	REQUIRE(pthread_create(&t[3], NULL, eh_writer_main, &wb) == 0);
 	for (int i = 0; i < 4; i++)
 		CHECK(eh_join(t[i], NULL, 30000) == 0);
 	CHECK(wa.ok && wb.ok && ra.ok && rb.ok);
