@@ -23,6 +23,7 @@ struct sdp_config sdp_cfg = {
 	.nagle_us = 5000,
 	.close_timeout_ms = 60000,
 	.close_flush_ms = 1000,
+	.fork_claim_ms = 1000,
 	.zcopy_thresh = 1048576,	/* measured crossover: docs/BENCHMARKS.md */
 	.zcopy_adv_timeout_ms = 1000,	/* OFED SDP_SRCAVAIL_ADV_TIMEOUT */
 	.zcopy_write = 1,
@@ -64,6 +65,7 @@ static void config_load(void)
 	env_u32("SDP_NAGLE_US", &sdp_cfg.nagle_us, 0, 1000000);
 	env_u32("SDP_CLOSE_TIMEOUT_MS", &sdp_cfg.close_timeout_ms, 1, 3600000);
 	env_u32("SDP_CLOSE_FLUSH_MS", &sdp_cfg.close_flush_ms, 0, 60000);
+	env_u32("SDP_FORK_CLAIM_MS", &sdp_cfg.fork_claim_ms, 0, 60000);
 	env_u32("SDP_ZCOPY_THRESH", &sdp_cfg.zcopy_thresh, 0, 0x7fffffff);
 	env_u32("SDP_ZCOPY_ADV_TIMEOUT_MS", &sdp_cfg.zcopy_adv_timeout_ms, 1,
 		3600000);

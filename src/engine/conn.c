@@ -128,6 +128,7 @@ int sdp_conn_claim(struct sdp_conn *c)
 
 	if (sdp_owner_is_me(c->owner_slot))
 		return 0;
+	sdp_owner_wait_released(c->owner_slot, sdp_cfg.fork_claim_ms);
 	pthread_mutex_lock(&adopt_lock);
 	r = sdp_owner_claim(c->owner_slot);
 	if (r == 1) {

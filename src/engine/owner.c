@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #define OWNER_SLOTS (1u << 20)	/* 4 MiB of address space, touched lazily */
@@ -77,6 +78,30 @@ int sdp_owner_alloc(void)
 static int alive(unsigned pid)
 {
 	return kill((pid_t)pid, 0) == 0 || errno != ESRCH;
+}
+
+void sdp_owner_wait_released(int slot, unsigned wait_ms)
+{
+	struct timespec t0, t;
+	useconds_t step_us = 20;
+	unsigned v;
+
+	if (slot < 0 || !region || !wait_ms)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		v = atomic_load(&region->slot[slot]);
+		if (v == (unsigned)me || v == OWNER_RELEASED || v == 0 ||
+		    !alive(v))
+			return;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * 1000 +
+		    (t.tv_nsec - t0.tv_nsec) / 1000000 >= (long)wait_ms)
+			return;
+		usleep(step_us);	/* EINTR: just look again */
+		if (step_us < 1000)
+			step_us *= 2;
+	}
 }
 
 int sdp_owner_claim(int slot)

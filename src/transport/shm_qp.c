@@ -513,6 +513,13 @@ static int shm_poll_cq(struct sdp_qp *sq, struct sdp_wc *wc, int max)
 	    SHM_PASSIVE &&
 	    atomic_load_explicit(&qp->me.ctrl->closed, memory_order_acquire))
 		sdp__shm_set_error(qp);
+	/* In error, the peer's completions (published before `closed`)
+	 * come first, as on a real CQ where they completed before our send
+	 * failed: a send flushed because the peer finished and left must not
+	 * overtake its last data and DisConn (the engine resets on it). */
+	while (n < max && atomic_load(&qp->err) && qp->rq_done != qp->rq_prod &&
+	       recv_from_ring(qp, &wc[n]))
+		n++;
 	while (n < max && qp->lcq_count) {
 		wc[n++] = qp->lcq[qp->lcq_head];
 		qp->lcq_head = (qp->lcq_head + 1) % qp->attr.max_send_wr;

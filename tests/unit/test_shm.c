@@ -680,6 +680,37 @@ static void test_peer_destroy(void)
 	T->close_listener(l);
 }
 
+/* The peer sends, then destroys its QP; our next send is flushed.  The
+ * peer's completions came first and must be polled first: the engine
+ * resets on a failed send, which would lose the peer's last data and
+ * DisConn (switch/stream-blocking: ECONNRESET instead of EOF). */
+static void test_peer_destroy_then_send(void)
+{
+	struct sdp_wc wc[8];
+	struct pair p;
+	int n;
+
+	pair_up(&p, 2, 4);
+	CHECK_EQ(send_buf(p.c, 1, "last", 4, 0), 0);
+	CHECK_EQ(send_buf(p.c, 2, "bye", 3, 0), 0);
+	T->destroy_qp(p.c);
+	p.c = NULL;
+	CHECK_EQ(send_buf(p.s, 7, "late", 4, 0), 0);
+	n = poll_n(p.s, wc, 5);
+	CHECK_EQ(n, 5);
+	CHECK_EQ(wc[0].opcode, SDP_WC_RECV);
+	CHECK_EQ(wc[0].status, SDP_WC_SUCCESS);
+	CHECK_EQ(wc[0].byte_len, 4);
+	CHECK_EQ(wc[1].opcode, SDP_WC_RECV);
+	CHECK_EQ(wc[1].status, SDP_WC_SUCCESS);
+	CHECK_EQ(wc[1].byte_len, 3);
+	CHECK_EQ(wc[2].wr_id, 7);
+	CHECK_EQ(wc[2].status, SDP_WC_WR_FLUSH_ERR);
+	CHECK_EQ(wc[3].status, SDP_WC_WR_FLUSH_ERR);
+	CHECK_EQ(wc[4].status, SDP_WC_WR_FLUSH_ERR);
+	pair_down(&p);
+}
+
 static void child_idle(void *v)
 {
 	struct hs_arg *a = v;
@@ -1152,6 +1183,7 @@ int main(void)
 		{ test_addresses_and_backlog, "addresses (v4, v6, dual stack), backlog full" },
 		{ test_fork_handshake_and_send, "fork: handshake, SEND sizes, streaming" },
 		{ test_peer_destroy, "fork: peer destroy -> completions then flush" },
+		{ test_peer_destroy_then_send, "peer destroy, then our send: its completions first" },
 		{ test_peer_kill, "fork: peer kill -9 -> flush, waiter wakes" },
 		{ test_wait_and_notify, "fork: wait/kick, req_notify doorbell" },
 		{ test_rdma, "fork: RDMA READ/WRITE by cross-memory attach" },
