@@ -128,7 +128,12 @@ int sdp_conn_claim(struct sdp_conn *c)
 
 	if (sdp_owner_is_me(c->owner_slot))
 		return 0;
-	sdp_owner_wait_released(c->owner_slot, sdp_cfg.fork_claim_ms);
+	/* The owner may be about to let go (a fork child's first use racing
+	 * the parent's close).  A process that waited in vain once is a
+	 * second user: it gets EBADFD at once from then on. */
+	if (!c->claim_gave_up &&
+	    sdp_owner_wait_released(c->owner_slot, sdp_cfg.fork_claim_ms) < 0)
+		c->claim_gave_up = 1;
 	pthread_mutex_lock(&adopt_lock);
 	r = sdp_owner_claim(c->owner_slot);
 	if (r == 1) {

@@ -198,6 +198,8 @@ struct sdp_conn {
 	/* ---- life ---- */
 	int owner_slot;			/* fork ownership word (owner.h) */
 	unsigned detached:1;		/* another process took it over */
+	unsigned claim_gave_up:1;	/* this process waited for the owner
+					 * in vain (second user, EBADFD) */
 	unsigned orphan:1;		/* application closed it */
 	unsigned registered:1;		/* in the progress thread's epoll */
 	unsigned dead:1;		/* queued for freeing */

@@ -80,24 +80,24 @@ static int alive(unsigned pid)
 	return kill((pid_t)pid, 0) == 0 || errno != ESRCH;
 }
 
-void sdp_owner_wait_released(int slot, unsigned wait_ms)
+int sdp_owner_wait_released(int slot, unsigned wait_ms)
 {
 	struct timespec t0, t;
 	useconds_t step_us = 20;
 	unsigned v;
 
 	if (slot < 0 || !region || !wait_ms)
-		return;
+		return 0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		v = atomic_load(&region->slot[slot]);
 		if (v == (unsigned)me || v == OWNER_RELEASED || v == 0 ||
 		    !alive(v))
-			return;
+			return 0;
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		if ((t.tv_sec - t0.tv_sec) * 1000 +
 		    (t.tv_nsec - t0.tv_nsec) / 1000000 >= (long)wait_ms)
-			return;
+			return -ETIMEDOUT;
 		usleep(step_us);	/* EINTR: just look again */
 		if (step_us < 1000)
 			step_us *= 2;

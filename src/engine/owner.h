@@ -25,7 +25,7 @@ int sdp_owner_claim(int slot);
  * fork() the child's first use of a connection races the parent's close()
  * of its copy (fork-per-connection servers): give the owner a moment to
  * release it before sdp_owner_claim() calls the child a second user. */
-void sdp_owner_wait_released(int slot, unsigned wait_ms);
+int sdp_owner_wait_released(int slot, unsigned wait_ms);
 /* This process no longer uses it; another may claim it. */
 void sdp_owner_release(int slot);
 /* The connection is gone (only the owner, or nobody, may free it). */
