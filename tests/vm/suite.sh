@@ -53,9 +53,9 @@ p1=$(pkts)
 if [ $((p1 - p0)) -gt 24000 ]; then echo "PASS vm/itest-over-rxe (rxe-a sent $((p1 - p0)) packets)"
 else echo "FAIL vm/itest-over-rxe: rxe-a sent only $((p1 - p0)) packets: not over verbs"; fails=$((fails + 1)); fi
 t itest-halfclose 90 "$RUN" "$T/sdp_halfclose" --family sdp
-# Not yet: sdp_abort and sdp_kill fork a second connector after the first
-# connection has opened the verbs transport; the child inherits the parent's
-# rdma_cm channel and the kernel refuses it (EACCES, "changed security contexts
-# after opening file descriptor").  Add them once the verbs transport
-# reinitialises in a fork() child.
+# fork() after the parent used verbs: the children open their own connections
+# (the transport re-opens in a child), inherited ones fail cleanly.
+t itest-abort 90 "$RUN" "$T/sdp_abort" --family sdp
+t itest-kill 90 "$RUN" "$T/sdp_kill" --family sdp
+t itest-fork-verbs 90 "$RUN" "$T/sdp_fork_verbs" --family sdp
 exit $fails
