@@ -49,11 +49,13 @@
 
 #define VB_CQ_INIT	4096		/* shared CQ entries at creation */
 #define VB_RESOLVE_MS	2000		/* rdma_resolve_addr / _route */
-#define VB_RETRY_COUNT	7		/* transport retries (the maximum) */
+/* Transport retries.  Not 7: soft-RoCE (rxe) treats 7 like the RNR
+ * "infinite" value and never gives up on a dead peer. */
+#define VB_RETRY_COUNT	6
 /* Local ACK timeout exponent: 4.096 us * 2^16 = 268 ms per try, so a peer
  * that stopped answering (link down, host gone) fails the QP after about
- * (VB_RETRY_COUNT + 1) * 268 ms = 2.1 s instead of the path-derived default
- * (soft-RoCE: 2^19 * 4.096 us = 2.1 s per try, ~17 s).  Long enough for an
+ * (VB_RETRY_COUNT + 1) * 268 ms = 1.9 s instead of the path-derived default
+ * (soft-RoCE: 2^19 * 4.096 us = 2.1 s per try, ~15 s).  Long enough for an
  * emulated host's scheduling hiccups.  SDP_VERBS_ACK_TIMEOUT overrides. */
 #define VB_ACK_TIMEOUT	16
 #define VB_RD_ATOM	4		/* RDMA READs in flight (OFED: 4) */
@@ -82,6 +84,7 @@ struct vb_dev {
 	struct ibv_comp_channel *ch;
 	struct ibv_cq *cq;		/* shared by every QP of the device */
 	uint32_t max_inline;		/* bytes IBV_SEND_INLINE takes */
+	uint64_t down_since_ms;		/* port down (async event), 0: up */
 	int max_rd_atom;
 	int max_cqe;
 

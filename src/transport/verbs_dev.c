@@ -68,18 +68,106 @@ static void cm_events(void)
 	}
 }
 
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* How long a QP may go unanswered before the hardware gives up on it:
+ * (retries + 1) local ACK timeouts (verbs.h). */
+static uint64_t retry_budget_ms(void)
+{
+	return ((uint64_t)(VB_RETRY_COUNT + 1) * 4096u <<
+		sdp__vb.ack_timeout) / 1000000u;
+}
+
+#define VB_ASYNC_TAG 1u	/* epoll data: device async fd, not its CQ */
+
+static void async_events(struct vb_dev *d)
+{
+	struct ibv_async_event e;
+
+	while (ibv_get_async_event(d->ctx, &e) == 0) {
+		if (e.event_type == IBV_EVENT_PORT_ERR && !d->down_since_ms)
+			d->down_since_ms = now_ms();
+		else if (e.event_type == IBV_EVENT_PORT_ACTIVE)
+			d->down_since_ms = 0;
+		ibv_ack_async_event(&e);
+	}
+}
+
+/*
+ * The local port went down.  A hardware RC QP with sends outstanding keeps
+ * retrying and fails with RETRY_EXC once its retry budget is spent; the
+ * soft-RoCE driver stops transmitting on a port that is down and never
+ * fails them, so the connection would hang forever.  Once the port has
+ * been down for that budget, QPs with sends outstanding are put into the
+ * error state as the hardware would have (flush: the engine reports
+ * ECONNRESET), and the peer is sent a DREQ.  Idle QPs are left alone: a
+ * link that comes back finds them working, as with real hardware.
+ */
+static void port_down_check(struct vb_dev *d)
+{
+	struct vb_qp *qp;
+	uint32_t i;
+	bool busy;
+
+	if (!d->down_since_ms || now_ms() - d->down_since_ms < retry_budget_ms())
+		return;
+	/* cm_lock: destroy_qp changes the state, then passes this lock
+	 * before it destroys the QP; a QP seen established here stays. */
+	pthread_mutex_lock(&sdp__vb.cm_lock);
+	pthread_mutex_lock(&d->lock);
+	for (i = 0; i < d->ntab; i++) {
+		enum vb_state st = VB_ESTABLISHED;
+
+		if (!(qp = d->tab[i]) || !qp->hw)
+			continue;
+		pthread_mutex_lock(&qp->lock);
+		busy = qp->sq_head != qp->sq_tail;
+		pthread_mutex_unlock(&qp->lock);
+		if (!busy || !atomic_compare_exchange_strong(&qp->state, &st,
+							     VB_DISCONNECTED))
+			continue;
+		rdma_disconnect(qp->id);
+		sdp__verbs_qp_set_error(qp);
+	}
+	pthread_mutex_unlock(&d->lock);
+	pthread_mutex_unlock(&sdp__vb.cm_lock);
+}
+
 static void *event_thread(void *arg)
 {
 	struct epoll_event ev[16];
+	struct vb_dev *d;
+	bool down;
 	int n, i;
 
 	for (;;) {
-		n = epoll_wait(sdp__vb.epfd, ev, 16, -1);
+		pthread_mutex_lock(&sdp__vb.lock);
+		for (down = false, d = sdp__vb.devs; d; d = d->next)
+			down |= d->down_since_ms != 0;
+		pthread_mutex_unlock(&sdp__vb.lock);
+		n = epoll_wait(sdp__vb.epfd, ev, 16, down ? 100 : -1);
 		for (i = 0; i < n; i++) {
-			if (ev[i].data.ptr)
-				cq_event(ev[i].data.ptr);
+			uintptr_t p = (uintptr_t)ev[i].data.ptr;
+
+			if (p & VB_ASYNC_TAG)
+				async_events((struct vb_dev *)(p & ~(uintptr_t)VB_ASYNC_TAG));
+			else if (p)
+				cq_event((struct vb_dev *)p);
 			else
 				cm_events();
+		}
+		if (down) {
+			pthread_mutex_lock(&sdp__vb.lock);
+			d = sdp__vb.devs;
+			pthread_mutex_unlock(&sdp__vb.lock);
+			for (; d; d = d->next)	/* devices are never freed */
+				port_down_check(d);
 		}
 	}
 	return arg;
@@ -278,6 +366,10 @@ static int dev_open(struct rdma_cm_id *id, struct vb_dev **out)
 		r = -errno;
 		goto err;
 	}
+	/* Port state changes (link down: port_down_check).  Best effort. */
+	ev.data.ptr = (void *)((uintptr_t)d | VB_ASYNC_TAG);
+	if (set_nonblock(ctx->async_fd) == 0)
+		epoll_ctl(sdp__vb.epfd, EPOLL_CTL_ADD, ctx->async_fd, &ev);
 	dev_anchor(d, id);
 	*out = d;
 	return 0;
