@@ -7,7 +7,8 @@
 #   programs with rdma-core's librspreload.so), kernel TCP over the same veth,
 #   raw verbs (perftest ib_read_bw / ib_send_bw / ib_send_lat, rdma_cm).
 # Bandwidth for 64 KiB, 256 KiB, 1 MiB messages; ping-pong latency (64 B).
-# Each figure: median of REPEAT runs [min-max].  Prints a markdown table.
+# Each figure: median of REPEAT runs [min-max]; each run is bounded (a hung
+# run counts as missing: "n/a").  Prints a markdown table.
 set -u
 B=${1:-build} R=${2:-3}
 A=10.99.0.1 S=10.99.0.2
@@ -22,15 +23,15 @@ bw() { # mode size -> Gbit/s
 	local w; w=$(wrap "$1")
 	$w iperf3 -s -B $S -1 -p 5300 >/dev/null 2>&1 & local sp=$!
 	sleep 1
-	$w iperf3 -c $S -B $A -p 5300 -t $T -l "$2" -J 2>/dev/null |
+	timeout $((T + 15)) $w iperf3 -c $S -B $A -p 5300 -t $T -l "$2" -J 2>/dev/null |
 		awk -F'[:,]' '/"bits_per_second"/ {b=$2} END {if (b) printf "%.2f\n", b/1e9}'
-	wait $sp 2>/dev/null
+	kill $sp 2>/dev/null; wait $sp 2>/dev/null
 }
 lat() { # mode -> usec (sockperf ping-pong, 64 B)
 	local w; w=$(wrap "$1")
 	$w sockperf sr --tcp -i $S -p 11300 >/dev/null 2>&1 & local sp=$!
 	sleep 1
-	$w sockperf pp --tcp -i $S -p 11300 --client_ip $A -t $T -m 64 2>/dev/null |
+	timeout $((T + 15)) $w sockperf pp --tcp -i $S -p 11300 --client_ip $A -t $T -m 64 2>/dev/null |
 		sed -n 's/.*Summary: Latency is \([0-9.]*\) usec.*/\1/p'
 	kill $sp 2>/dev/null; wait $sp 2>/dev/null
 }
@@ -38,11 +39,11 @@ pt() { # perftest binary size -> Gbit/s (or usec for _lat)
 	"$1" -d rxe-b -R -s "$2" -D $T >/dev/null 2>&1 & local sp=$!
 	sleep 1
 	if [[ $1 == *_lat ]]; then
-		"$1" -d rxe-a -R -s "$2" -D $T $S 2>/dev/null | awk '$1 == '"$2"' {print $3}' | tail -1
+		timeout $((T + 15)) "$1" -d rxe-a -R -s "$2" -D $T $S 2>/dev/null | awk '$1 == '"$2"' {print $3}' | tail -1
 	else
-		"$1" -d rxe-a -R -s "$2" -D $T $S 2>/dev/null | awk '$1 == '"$2"' {printf "%.2f\n", $4*8/1000}' | tail -1
+		timeout $((T + 15)) "$1" -d rxe-a -R -s "$2" -D $T $S 2>/dev/null | awk '$1 == '"$2"' {printf "%.2f\n", $4*8/1000}' | tail -1
 	fi
-	wait $sp 2>/dev/null
+	kill $sp 2>/dev/null; wait $sp 2>/dev/null
 }
 declare -A res
 for size in 65536 262144 1048576; do
