@@ -20,6 +20,17 @@
  *    larger is copied into a per-QP registered send ring (freed in order as
  *    send completions come back, all sends being signalled in hardware).
  *
+ * Device contexts: the transport opens its own ibv_context per device
+ * (ibv_open_device) and creates every PD, CQ, MR and QP there; librdmacm's
+ * id->verbs only names the device.  QPs are therefore not rdma_create_qp()'d
+ * but moved through INIT/RTR/RTS here (rdma_init_qp_attr gives the CM's
+ * attributes), the active side answering CONNECT_RESPONSE with
+ * rdma_establish().  Reason: fork().  librdmacm keeps one context per device
+ * for the life of the process and a fork() child inherits it, but the kernel
+ * refuses write()-based uverbs/ucma commands on descriptors opened under the
+ * parent's credentials (EACCES).  With contexts of our own, a child simply
+ * forgets them and opens fresh ones (see "fork" in verbs_dev.c).
+ *
  * Files: verbs_dev.c (global state, devices, event thread, CQ dispatch,
  * waiting), verbs_cm.c (port space and connection management),
  * verbs_qp.c (QP life cycle, data path, memory registration).
@@ -38,7 +49,15 @@
 
 #define VB_CQ_INIT	4096		/* shared CQ entries at creation */
 #define VB_RESOLVE_MS	2000		/* rdma_resolve_addr / _route */
-#define VB_RETRY_COUNT	5		/* transport retries (OFED default) */
+/* Transport retries.  Not 7: soft-RoCE (rxe) treats 7 like the RNR
+ * "infinite" value and never gives up on a dead peer. */
+#define VB_RETRY_COUNT	6
+/* Local ACK timeout exponent: 4.096 us * 2^16 = 268 ms per try, so a peer
+ * that stopped answering (link down, host gone) fails the QP after about
+ * (VB_RETRY_COUNT + 1) * 268 ms = 1.9 s instead of the path-derived default
+ * (soft-RoCE: 2^19 * 4.096 us = 2.1 s per try, ~15 s).  Long enough for an
+ * emulated host's scheduling hiccups.  SDP_VERBS_ACK_TIMEOUT overrides. */
+#define VB_ACK_TIMEOUT	16
 #define VB_RD_ATOM	4		/* RDMA READs in flight (OFED: 4) */
 #define VB_HELLO_WIRE	32		/* Hello bytes carried in the REQ */
 #define VB_HELLO_SIZE	92		/* the whole Hello (BSDH + HH) */
@@ -58,11 +77,14 @@ struct vb_qp;
 
 struct vb_dev {
 	struct vb_dev *next;
-	struct ibv_context *ctx;	/* owned by librdmacm */
+	struct ibv_device *device;	/* key: same pointer as id->verbs->device */
+	struct ibv_context *ctx;	/* ours (ibv_open_device), not librdmacm's */
+	struct rdma_cm_id *anchor;	/* keeps librdmacm's device PD alive */
 	struct ibv_pd *pd;
 	struct ibv_comp_channel *ch;
 	struct ibv_cq *cq;		/* shared by every QP of the device */
 	uint32_t max_inline;		/* bytes IBV_SEND_INLINE takes */
+	uint64_t down_since_ms;		/* port down (async event), 0: up */
 	int max_rd_atom;
 	int max_cqe;
 
@@ -100,7 +122,10 @@ struct vb_qp {
 	struct sdp_tp_object obj;
 	struct sdp_qp_attr attr;
 	struct rdma_cm_id *id;
+	struct ibv_qp *hw;		/* on dev->ctx; NULL until bound */
 	struct vb_dev *dev;		/* NULL until the route is known */
+	uint32_t epoch;			/* sdp__vb.epoch at creation (fork) */
+	bool orphaned;			/* inherited: flushed in this process */
 	uint32_t slot, gen;		/* dev->tab entry */
 	_Atomic(enum vb_state) state;
 
@@ -134,6 +159,7 @@ struct vb_qp {
 
 struct vb_conn_req {
 	struct vb_conn_req *next;
+	uint32_t epoch;
 	struct rdma_cm_id *id;
 	uint32_t priv_len;
 	uint8_t priv[SDP_CM_PRIV_MAX];
@@ -142,6 +168,7 @@ struct vb_conn_req {
 struct vb_listener {
 	struct sdp_tp_object obj;
 	struct rdma_cm_id *id;
+	uint32_t epoch;
 	int evfd;			/* listener_fd: readable = requests */
 	pthread_mutex_t lock;
 	struct vb_conn_req *head, *tail;
@@ -156,6 +183,12 @@ extern const struct sdp_transport_ops sdp__verbs_ops;
 
 /* verbs_dev.c */
 struct vb_global {
+	/* Bumped in every fork() child: objects of an older epoch were
+	 * inherited and belong to the parent's kernel resources. */
+	uint32_t epoch;
+	int state;			/* 0: not yet, 1: up, <0: failed */
+	uint8_t ack_timeout;		/* QP local ACK timeout exponent */
+	pthread_mutex_t init_lock;
 	struct rdma_event_channel *cm;
 	int epfd;
 	int ndevices;			/* ibv devices at start-up */
@@ -167,7 +200,13 @@ struct vb_global {
 };
 extern struct vb_global sdp__vb;
 int sdp__verbs_init(void);
-int sdp__verbs_dev_get(struct ibv_context *ctx, struct vb_dev **out);
+int sdp__verbs_dev_get(struct rdma_cm_id *id, struct vb_dev **out);
+/* True for an object created before the last fork() (in another process). */
+static inline bool sdp__verbs_inherited(uint32_t epoch)
+{
+	return epoch != __atomic_load_n(&sdp__vb.epoch, __ATOMIC_RELAXED);
+}
+void sdp__verbs_orphan(struct vb_qp *qp);
 int sdp__verbs_dev_attach(struct vb_dev *d, struct vb_qp *qp, int entries);
 void sdp__verbs_dev_detach(struct vb_dev *d, struct vb_qp *qp, int entries);
 void sdp__verbs_dev_drain(struct vb_dev *d);
@@ -218,5 +257,7 @@ int sdp__verbs_post_recv(struct sdp_qp *qp, const struct sdp_recv_wr *wr);
 int sdp__verbs_poll_cq(struct sdp_qp *qp, struct sdp_wc *wc, int max);
 void sdp__verbs_dispatch_wc(struct vb_qp *qp, const struct ibv_wc *wc);
 void sdp__verbs_qp_set_error(struct vb_qp *qp);
+void sdp__verbs_scq_push(struct vb_qp *qp, const struct sdp_wc *wc);
+int sdp__verbs_qp_rtr_rts(struct vb_qp *qp, int resp_res, int init_depth);
 
 #endif /* SDP_TRANSPORT_VERBS_H */

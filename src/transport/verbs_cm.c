@@ -57,6 +57,7 @@ int sdp__verbs_bind(const struct sockaddr *addr, socklen_t len,
 	if (!l)
 		return -ENOMEM;
 	l->obj.ops = &sdp__verbs_ops;
+	l->epoch = sdp__vb.epoch;
 	pthread_mutex_init(&l->lock, NULL);
 	l->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (l->evfd < 0) {
@@ -95,6 +96,8 @@ int sdp__verbs_listen(struct sdp_listener *tl, int backlog)
 {
 	struct vb_listener *l = VB_L(tl);
 
+	if (sdp__verbs_inherited(l->epoch))
+		return -EBADFD;	/* the parent's id: unusable here */
 	if (rdma_listen(l->id, backlog > 0 ? backlog : 1))
 		return -errno;
 	pthread_mutex_lock(&l->lock);
@@ -145,6 +148,8 @@ int sdp__verbs_get_request(struct sdp_listener *tl, struct sdp_conn_req **req,
 	struct vb_conn_req *q;
 	uint64_t v;
 
+	if (sdp__verbs_inherited(l->epoch))
+		return -EAGAIN;	/* its requests reach the parent only */
 	pthread_mutex_lock(&l->lock);
 	q = l->head;
 	if (!q) {
@@ -172,8 +177,10 @@ void sdp__verbs_reject(struct sdp_conn_req *req)
 {
 	struct vb_conn_req *q = (struct vb_conn_req *)req;
 
-	rdma_reject(q->id, NULL, 0);
-	rdma_destroy_id(q->id);
+	if (!sdp__verbs_inherited(q->epoch)) {
+		rdma_reject(q->id, NULL, 0);
+		rdma_destroy_id(q->id);
+	}
 	free(q);
 }
 
@@ -182,8 +189,12 @@ void sdp__verbs_close_listener(struct sdp_listener *tl)
 	struct vb_listener *l = VB_L(tl);
 	struct vb_conn_req *q, *next;
 
-	/* Waits for the event thread to ack any event naming the listener. */
-	rdma_destroy_id(l->id);
+	if (sdp__verbs_inherited(l->epoch))
+		/* fork() child: the id is the parent's; its lock may be a
+		 * copy taken by a parent thread. */
+		pthread_mutex_init(&l->lock, NULL);
+	else	/* Waits for the event thread to ack any event naming it. */
+		rdma_destroy_id(l->id);
 	pthread_mutex_lock(&l->lock);
 	q = l->head;
 	l->head = l->tail = NULL;
@@ -209,6 +220,7 @@ static struct rdma_cm_id *cm_request(struct rdma_cm_event *e)
 	q = calloc(1, sizeof(*q));
 	if (!q)
 		return e->id;
+	q->epoch = sdp__vb.epoch;
 	q->id = e->id;
 	q->priv_len = e->param.conn.private_data_len;
 	if (q->priv_len > sizeof(q->priv))
@@ -251,6 +263,11 @@ int sdp__verbs_connect(struct sdp_qp *tq, struct sdp_listener *local,
 		return -EINVAL;
 	}
 	memcpy(qp->hello, priv, VB_HELLO_WIRE);
+	if (local && sdp__verbs_inherited(VB_L(local)->epoch)) {
+		/* Bound before fork(): the id is the parent's. */
+		sdp__verbs_close_listener(local);
+		return -EBADFD;
+	}
 	if (local) {
 		struct vb_listener *l = VB_L(local);
 
@@ -294,6 +311,7 @@ static void conn_param(struct vb_qp *qp, struct rdma_conn_param *p,
 	p->initiator_depth = (uint8_t)qp->dev->max_rd_atom;
 	p->retry_count = VB_RETRY_COUNT;
 	p->rnr_retry_count = 0;	/* credits guarantee a posted receive */
+	p->qp_num = qp->hw->qp_num;	/* our QP: the CM has none */
 }
 
 static void fail(struct vb_qp *qp, enum sdp_cm_event_type type, int err)
@@ -366,15 +384,27 @@ static void cm_qp_event(struct vb_qp *qp, struct rdma_cm_event *e)
 		else
 			cm_disconnected(qp);
 		break;
-	case RDMA_CM_EVENT_ESTABLISHED:
+	case RDMA_CM_EVENT_CONNECT_RESPONSE:
+		/* The REP (HelloAck).  librdmacm moves only QPs it created:
+		 * ours goes to RTS here, then the RTU (rdma_establish). */
 		if (atomic_load(&qp->state) != VB_CONNECTING)
-			break;	/* passive side: RTU, nothing to do */
+			break;
+		st = sdp__verbs_qp_rtr_rts(qp, -1, -1);
+		if (st == 0 && rdma_establish(qp->id))
+			st = errno ? -errno : -EIO;
+		if (st < 0) {
+			rdma_reject(qp->id, NULL, 0);
+			fail(qp, SDP_CM_UNREACHABLE, st);
+			break;
+		}
 		fill_addresses(qp);
 		atomic_store(&qp->state, VB_ESTABLISHED);
 		sdp__verbs_push_event(qp, SDP_CM_ESTABLISHED, 0,
 				      e->param.conn.private_data,
 				      e->param.conn.private_data_len);
 		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		break;	/* passive side: RTU, nothing to do */
 	case RDMA_CM_EVENT_DISCONNECTED:
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		cm_disconnected(qp);
@@ -407,9 +437,19 @@ int sdp__verbs_accept(struct sdp_qp *tq, const void *priv, uint32_t priv_len)
 	struct vb_qp *qp = VB_QP(tq);
 	struct rdma_conn_param p;
 
+	int r;
+
 	if (priv_len > 196)
 		return -EINVAL;
 	conn_param(qp, &p, priv, priv_len);
+	/* Before the REP: the peer may send as soon as it has it. */
+	r = sdp__verbs_qp_rtr_rts(qp, p.responder_resources,
+				  p.initiator_depth);
+	if (r < 0) {
+		rdma_reject(qp->id, NULL, 0);
+		atomic_store(&qp->state, VB_FAILED);
+		return r;
+	}
 	fill_addresses(qp);
 	atomic_store(&qp->state, VB_ESTABLISHED);
 	if (rdma_accept(qp->id, &p)) {
@@ -424,6 +464,8 @@ int sdp__verbs_get_event(struct sdp_qp *tq, struct sdp_cm_event *ev)
 	struct vb_qp *qp = VB_QP(tq);
 	int r = -EAGAIN;
 
+	if (sdp__verbs_inherited(qp->epoch))
+		sdp__verbs_orphan(qp);
 	pthread_mutex_lock(&qp->lock);
 	if (qp->ev_count) {
 		*ev = qp->ev[qp->ev_head];
@@ -444,8 +486,13 @@ int sdp__verbs_addresses(struct sdp_qp *tq, struct sdp_tp_addr *addr)
 int sdp__verbs_disconnect(struct sdp_qp *tq)
 {
 	struct vb_qp *qp = VB_QP(tq);
-	enum vb_state st = atomic_load(&qp->state);
+	enum vb_state st;
 
+	if (sdp__verbs_inherited(qp->epoch)) {
+		sdp__verbs_orphan(qp);	/* nothing to tell the kernel */
+		return 0;
+	}
+	st = atomic_load(&qp->state);
 	switch (st) {
 	case VB_CONNECTING:
 	case VB_PASSIVE:

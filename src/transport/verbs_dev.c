@@ -29,10 +29,13 @@
 #include <fcntl.h>
 
 struct vb_global sdp__vb = {
+	.init_lock = PTHREAD_MUTEX_INITIALIZER,
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.cm_lock = PTHREAD_MUTEX_INITIALIZER,
+	.epfd = -1,
 };
-static pthread_once_t vb_once = PTHREAD_ONCE_INIT;
+/* Serialises the one-time flush of inherited QPs in a fork() child. */
+static pthread_mutex_t orphan_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val,
 		  const struct timespec *ts)
@@ -65,18 +68,106 @@ static void cm_events(void)
 	}
 }
 
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* How long a QP may go unanswered before the hardware gives up on it:
+ * (retries + 1) local ACK timeouts (verbs.h). */
+static uint64_t retry_budget_ms(void)
+{
+	return ((uint64_t)(VB_RETRY_COUNT + 1) * 4096u <<
+		sdp__vb.ack_timeout) / 1000000u;
+}
+
+#define VB_ASYNC_TAG 1u	/* epoll data: device async fd, not its CQ */
+
+static void async_events(struct vb_dev *d)
+{
+	struct ibv_async_event e;
+
+	while (ibv_get_async_event(d->ctx, &e) == 0) {
+		if (e.event_type == IBV_EVENT_PORT_ERR && !d->down_since_ms)
+			d->down_since_ms = now_ms();
+		else if (e.event_type == IBV_EVENT_PORT_ACTIVE)
+			d->down_since_ms = 0;
+		ibv_ack_async_event(&e);
+	}
+}
+
+/*
+ * The local port went down.  A hardware RC QP with sends outstanding keeps
+ * retrying and fails with RETRY_EXC once its retry budget is spent; the
+ * soft-RoCE driver stops transmitting on a port that is down and never
+ * fails them, so the connection would hang forever.  Once the port has
+ * been down for that budget, QPs with sends outstanding are put into the
+ * error state as the hardware would have (flush: the engine reports
+ * ECONNRESET), and the peer is sent a DREQ.  Idle QPs are left alone: a
+ * link that comes back finds them working, as with real hardware.
+ */
+static void port_down_check(struct vb_dev *d)
+{
+	struct vb_qp *qp;
+	uint32_t i;
+	bool busy;
+
+	if (!d->down_since_ms || now_ms() - d->down_since_ms < retry_budget_ms())
+		return;
+	/* cm_lock: destroy_qp changes the state, then passes this lock
+	 * before it destroys the QP; a QP seen established here stays. */
+	pthread_mutex_lock(&sdp__vb.cm_lock);
+	pthread_mutex_lock(&d->lock);
+	for (i = 0; i < d->ntab; i++) {
+		enum vb_state st = VB_ESTABLISHED;
+
+		if (!(qp = d->tab[i]) || !qp->hw)
+			continue;
+		pthread_mutex_lock(&qp->lock);
+		busy = qp->sq_head != qp->sq_tail;
+		pthread_mutex_unlock(&qp->lock);
+		if (!busy || !atomic_compare_exchange_strong(&qp->state, &st,
+							     VB_DISCONNECTED))
+			continue;
+		rdma_disconnect(qp->id);
+		sdp__verbs_qp_set_error(qp);
+	}
+	pthread_mutex_unlock(&d->lock);
+	pthread_mutex_unlock(&sdp__vb.cm_lock);
+}
+
 static void *event_thread(void *arg)
 {
 	struct epoll_event ev[16];
+	struct vb_dev *d;
+	bool down;
 	int n, i;
 
 	for (;;) {
-		n = epoll_wait(sdp__vb.epfd, ev, 16, -1);
+		pthread_mutex_lock(&sdp__vb.lock);
+		for (down = false, d = sdp__vb.devs; d; d = d->next)
+			down |= d->down_since_ms != 0;
+		pthread_mutex_unlock(&sdp__vb.lock);
+		n = epoll_wait(sdp__vb.epfd, ev, 16, down ? 100 : -1);
 		for (i = 0; i < n; i++) {
-			if (ev[i].data.ptr)
-				cq_event(ev[i].data.ptr);
+			uintptr_t p = (uintptr_t)ev[i].data.ptr;
+
+			if (p & VB_ASYNC_TAG)
+				async_events((struct vb_dev *)(p & ~(uintptr_t)VB_ASYNC_TAG));
+			else if (p)
+				cq_event((struct vb_dev *)p);
 			else
 				cm_events();
+		}
+		if (down) {
+			pthread_mutex_lock(&sdp__vb.lock);
+			d = sdp__vb.devs;
+			pthread_mutex_unlock(&sdp__vb.lock);
+			for (; d; d = d->next)	/* devices are never freed */
+				port_down_check(d);
 		}
 	}
 	return arg;
@@ -91,57 +182,152 @@ static int set_nonblock(int fd)
 	return 0;
 }
 
-static void vb_init_once(void)
+static void vb_atfork_child(void);
+
+/* Called with init_lock held: the CM channel and the event thread. */
+static int vb_start(void)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
 	struct ibv_device **list;
+	static bool atfork_done;	/* inherited by children: once */
+	const char *env;
 	sigset_t all, old;
 	int r;
 
+	if (!atfork_done) {
+		if (pthread_atfork(NULL, NULL, vb_atfork_child))
+			return -ENOMEM;
+		atfork_done = true;
+	}
+	env = getenv("SDP_VERBS_ACK_TIMEOUT");
+	sdp__vb.ack_timeout = VB_ACK_TIMEOUT;
+	if (env && *env && atoi(env) >= 1 && atoi(env) <= 31)
+		sdp__vb.ack_timeout = (uint8_t)atoi(env);
 	list = ibv_get_device_list(&sdp__vb.ndevices);
 	if (!list || sdp__vb.ndevices == 0) {
 		if (list)
 			ibv_free_device_list(list);
-		sdp__vb.err = -ENODEV;
-		return;
+		return -ENODEV;
 	}
 	ibv_free_device_list(list);
 	sdp__vb.cm = rdma_create_event_channel();
-	if (!sdp__vb.cm) {
-		sdp__vb.err = errno ? -errno : -ENODEV;
-		return;
-	}
+	if (!sdp__vb.cm)
+		return errno ? -errno : -ENODEV;
 	sdp__vb.epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (sdp__vb.epfd < 0 || set_nonblock(sdp__vb.cm->fd) < 0 ||
-	    epoll_ctl(sdp__vb.epfd, EPOLL_CTL_ADD, sdp__vb.cm->fd, &ev) < 0) {
-		sdp__vb.err = -errno;
-		return;
-	}
+	    epoll_ctl(sdp__vb.epfd, EPOLL_CTL_ADD, sdp__vb.cm->fd, &ev) < 0)
+		return -errno;
 	/* The thread must never take the application's signals. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	r = pthread_create(&sdp__vb.thread, NULL, event_thread, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r) {
-		sdp__vb.err = -r;
-		return;
-	}
+	if (r)
+		return -r;
 	pthread_detach(sdp__vb.thread);
+	return 0;
 }
 
-/* 0 when the transport is usable: a device exists and the CM answers. */
+/* 0 when the transport is usable: a device exists and the CM answers.
+ * Lazy, and again in a fork() child (vb_atfork_child resets the state). */
 int sdp__verbs_init(void)
 {
-	pthread_once(&vb_once, vb_init_once);
-	return sdp__vb.err;
+	int st = __atomic_load_n(&sdp__vb.state, __ATOMIC_ACQUIRE);
+
+	if (st)
+		return st < 0 ? st : 0;
+	pthread_mutex_lock(&sdp__vb.init_lock);
+	if (!sdp__vb.state) {
+		st = vb_start();
+		sdp__vb.err = st;
+		__atomic_store_n(&sdp__vb.state, st < 0 ? st : 1,
+				 __ATOMIC_RELEASE);
+	}
+	st = sdp__vb.state;
+	pthread_mutex_unlock(&sdp__vb.init_lock);
+	return st < 0 ? st : 0;
+}
+
+/*
+ * fork().  The child has no event thread, and every kernel object it can
+ * reach (CM channel, device contexts, PDs, CQs, QPs, MRs) is the parent's:
+ * the kernel refuses the child's write() commands on those descriptors
+ * (EACCES), and the commands it would accept (ioctl: poll a CQ that is
+ * mapped shared, destroy a QP) would act on the parent's connections.  So
+ * the child forgets all of it without destroying anything: it closes only
+ * its copies of the descriptors (the kernel objects live on with the
+ * parent's copies), leaks the user-space handles, and starts from nothing
+ * on first use.  Objects of the old epoch (QPs, listeners, requests) are
+ * dead in the child: their QPs flush on first touch (sdp__verbs_orphan), the
+ * engine sees a reset, and their teardown frees memory only.
+ * Runs in the child right after fork(): only this thread exists, so the
+ * locks are re-initialised rather than taken.
+ */
+static void vb_atfork_child(void)
+{
+	struct vb_dev *d;
+
+	pthread_mutex_init(&sdp__vb.init_lock, NULL);
+	pthread_mutex_init(&sdp__vb.lock, NULL);
+	pthread_mutex_init(&sdp__vb.cm_lock, NULL);
+	pthread_mutex_init(&orphan_lock, NULL);
+	if (!sdp__vb.state)
+		return;		/* never used: nothing inherited */
+	__atomic_fetch_add(&sdp__vb.epoch, 1, __ATOMIC_RELAXED);
+	if (sdp__vb.epfd >= 0)
+		close(sdp__vb.epfd);
+	if (sdp__vb.cm)
+		close(sdp__vb.cm->fd);	/* struct leaked: ids still name it */
+	for (d = sdp__vb.devs; d; d = d->next) {
+		/* No ibv_destroy_* / ibv_close_device: they would reach the
+		 * parent's objects.  Closing our copies of the descriptors
+		 * drops only this process's file references. */
+		if (d->ch)
+			close(d->ch->fd);
+		close(d->ctx->async_fd);
+		close(d->ctx->cmd_fd);
+	}
+	sdp__vb.devs = NULL;
+	sdp__vb.cm = NULL;
+	sdp__vb.epfd = -1;
+	sdp__vb.err = 0;
+	sdp__vb.state = 0;
 }
 
 /* ---- devices --------------------------------------------------------------- */
 
-static int dev_open(struct ibv_context *ctx, struct vb_dev **out)
+/*
+ * librdmacm allocates a PD on its own context of a device while any id uses
+ * the device and frees it when the last id goes.  A fork() child inherits
+ * that context and can still use the PD, but cannot allocate a new one
+ * there (EACCES): if the parent had let it go, the child could not even
+ * resolve an address on the device.  One id bound to the device for the
+ * life of the process keeps it.  Best effort: failure costs only that case.
+ */
+static void dev_anchor(struct vb_dev *d, struct rdma_cm_id *id)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr *a = rdma_get_local_addr(id);
+
+	memcpy(&ss, a, a->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+	       sizeof(struct sockaddr_in));
+	if (ss.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+	else
+		((struct sockaddr_in *)&ss)->sin_port = 0;
+	if (rdma_create_id(sdp__vb.cm, &d->anchor, NULL, RDMA_PS_TCP))
+		d->anchor = NULL;
+	else if (rdma_bind_addr(d->anchor, (struct sockaddr *)&ss)) {
+		rdma_destroy_id(d->anchor);
+		d->anchor = NULL;
+	}
+}
+
+static int dev_open(struct rdma_cm_id *id, struct vb_dev **out)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
 	struct ibv_device_attr da;
+	struct ibv_context *ctx;
 	struct vb_dev *d;
 	int r = -ENOMEM;
 
@@ -149,6 +335,13 @@ static int dev_open(struct ibv_context *ctx, struct vb_dev **out)
 	if (!d)
 		return -ENOMEM;
 	pthread_mutex_init(&d->lock, NULL);
+	d->device = id->verbs->device;
+	ctx = ibv_open_device(d->device);
+	if (!ctx) {
+		r = errno ? -errno : -ENODEV;
+		free(d);
+		return r;
+	}
 	d->ctx = ctx;
 	if (ibv_query_device(ctx, &da))
 		goto err;
@@ -173,6 +366,11 @@ static int dev_open(struct ibv_context *ctx, struct vb_dev **out)
 		r = -errno;
 		goto err;
 	}
+	/* Port state changes (link down: port_down_check).  Best effort. */
+	ev.data.ptr = (void *)((uintptr_t)d | VB_ASYNC_TAG);
+	if (set_nonblock(ctx->async_fd) == 0)
+		epoll_ctl(sdp__vb.epfd, EPOLL_CTL_ADD, ctx->async_fd, &ev);
+	dev_anchor(d, id);
 	*out = d;
 	return 0;
 err:
@@ -182,22 +380,23 @@ err:
 		ibv_destroy_comp_channel(d->ch);
 	if (d->pd)
 		ibv_dealloc_pd(d->pd);
+	ibv_close_device(ctx);
 	free(d);
 	return r;
 }
 
-/* The shared state of the device behind `ctx` (created on first use; kept
- * for the life of the process, like the device context librdmacm holds). */
-int sdp__verbs_dev_get(struct ibv_context *ctx, struct vb_dev **out)
+/* The shared state of the device `id` resolved to (created on first use;
+ * kept for the life of the process). */
+int sdp__verbs_dev_get(struct rdma_cm_id *id, struct vb_dev **out)
 {
 	struct vb_dev *d;
 	int r = 0;
 
 	pthread_mutex_lock(&sdp__vb.lock);
-	for (d = sdp__vb.devs; d && d->ctx != ctx; d = d->next)
+	for (d = sdp__vb.devs; d && d->device != id->verbs->device; d = d->next)
 		;
 	if (!d) {
-		r = dev_open(ctx, &d);
+		r = dev_open(id, &d);
 		if (r == 0) {
 			d->next = sdp__vb.devs;
 			sdp__vb.devs = d;
@@ -347,6 +546,10 @@ int sdp__verbs_wait(struct sdp_qp *q, uint32_t seq, int timeout_ms)
 		ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000L;
 		tsp = &ts;
 	}
+	if (sdp__verbs_inherited(qp->epoch)) {
+		sdp__verbs_orphan(qp);	/* its flush is the news */
+		return 0;
+	}
 	atomic_fetch_add(&qp->waiters, 1);
 	/* Completions already in the shared CQ are news too. */
 	if (qp->dev && atomic_load(&qp->seq) == seq)
@@ -376,11 +579,20 @@ int sdp__verbs_event_fd(struct sdp_qp *q)
 int sdp__verbs_req_notify(struct sdp_qp *q)
 {
 	struct vb_qp *qp = VB_QP(q);
-	int pending;
+	uint32_t i;
+	bool pending;
 
+	if (sdp__verbs_inherited(qp->epoch))
+		sdp__verbs_orphan(qp);
 	atomic_store(&qp->armed, 1);
 	pthread_mutex_lock(&qp->lock);
-	pending = qp->scq_count > 0 || qp->ev_count > 0;
+	pending = qp->scq_count > 0;
+	/* An unread DISCONNECTED is not work: an established connection
+	 * learns of the end from its flushed receives and never reads CM
+	 * events again (counting it spun the progress thread forever). */
+	for (i = 0; i < qp->ev_count && !pending; i++)
+		pending = qp->ev[(qp->ev_head + i) % VB_MAX_EVENTS].type !=
+			  SDP_CM_DISCONNECTED;
 	pthread_mutex_unlock(&qp->lock);
 	if (pending) {
 		atomic_store(&qp->armed, 0);
@@ -396,4 +608,46 @@ void sdp__verbs_ack_events(struct sdp_qp *q)
 	if (read(VB_QP(q)->evfd, &v, sizeof(v)) < 0) {
 		/* nothing to drain */
 	}
+}
+
+/*
+ * A QP inherited through fork(), touched for the first time in this
+ * process: RDMA resources do not follow fork(), so the connection is over
+ * here.  It behaves as a QP that went to the error state: whatever was
+ * already completed stays pollable, then every outstanding WR completes
+ * flushed and a DISCONNECTED event follows; the engine reports ECONNRESET.
+ * Nothing reaches the kernel (the QP is the parent's).
+ */
+void sdp__verbs_orphan(struct vb_qp *qp)
+{
+	struct sdp_wc wc;
+	uint32_t i;
+
+	pthread_mutex_lock(&orphan_lock);
+	if (qp->orphaned) {
+		pthread_mutex_unlock(&orphan_lock);
+		return;
+	}
+	/* It may have been copied locked by a parent thread. */
+	pthread_mutex_init(&qp->lock, NULL);
+	atomic_store(&qp->state, VB_DISCONNECTED);
+	pthread_mutex_lock(&qp->lock);
+	memset(&wc, 0, sizeof(wc));
+	wc.status = SDP_WC_WR_FLUSH_ERR;
+	for (i = qp->sq_tail; i != qp->sq_head; i++) {
+		wc.wr_id = qp->swr[i % qp->sq_depth].wr_id;
+		wc.opcode = qp->swr[i % qp->sq_depth].opcode;
+		sdp__verbs_scq_push(qp, &wc);
+	}
+	qp->sq_tail = qp->sq_head;
+	wc.opcode = SDP_WC_RECV;
+	for (i = qp->rq_tail; i != qp->rq_head; i++) {
+		wc.wr_id = qp->rwr[i % qp->rq_depth];
+		sdp__verbs_scq_push(qp, &wc);
+	}
+	qp->rq_tail = qp->rq_hw = qp->rq_head;
+	qp->orphaned = true;
+	pthread_mutex_unlock(&qp->lock);
+	pthread_mutex_unlock(&orphan_lock);
+	sdp__verbs_push_event(qp, SDP_CM_DISCONNECTED, -ECONNRESET, NULL, 0);
 }

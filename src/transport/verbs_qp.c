@@ -68,6 +68,7 @@ int sdp__verbs_create_qp(const struct sdp_qp_attr *attr, struct sdp_qp **out)
 	qp->recv_mr.addr = qp->region;
 	qp->recv_mr.length = attr->recv_region_size;
 	qp->recv_mr.remote_addr = (uint64_t)(uintptr_t)qp->region;
+	qp->epoch = sdp__vb.epoch;
 	atomic_store(&qp->state, VB_IDLE);
 	*out = (struct sdp_qp *)qp;
 	return 0;
@@ -86,7 +87,45 @@ static int post_recv_hw(struct vb_qp *qp, uint32_t idx)
 	wr.wr_id = VB_WRID(qp->slot, qp->gen, 1, idx);
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
-	return ibv_post_recv(qp->id->qp, &wr, &bad) ? -EIO : 0;
+	return ibv_post_recv(qp->hw, &wr, &bad) ? -EIO : 0;
+}
+
+/* One transition of our QP with the attributes the CM knows (path, PSNs,
+ * MTU, access); SDP sets the RDMA READ depths (>= 0) and the ACK timeout. */
+static int qp_modify(struct vb_qp *qp, enum ibv_qp_state to, int resp_res,
+		     int init_depth)
+{
+	struct ibv_qp_attr a;
+	int mask;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = to;
+	if (rdma_init_qp_attr(qp->id, &a, &mask))
+		return errno ? -errno : -EIO;
+	if (to == IBV_QPS_RTR && resp_res >= 0)
+		a.max_dest_rd_atomic = (uint8_t)resp_res;
+	if (to == IBV_QPS_RTS) {
+		if (init_depth >= 0)
+			a.max_rd_atomic = (uint8_t)init_depth;
+		/* Bounded detection of a dead peer (verbs.h). */
+		a.timeout = sdp__vb.ack_timeout;
+		mask |= IBV_QP_TIMEOUT;
+	}
+	return ibv_modify_qp(qp->hw, &a, mask) ? -EIO : 0;
+}
+
+/* Connection accepted (passive: before rdma_accept; active: on the REP).
+ * INIT again first: the access rights (RDMA READ for ZCopy) depend on the
+ * responder resources, which the CM knows only now.  -1: the CM's values. */
+int sdp__verbs_qp_rtr_rts(struct vb_qp *qp, int resp_res, int init_depth)
+{
+	int r = qp_modify(qp, IBV_QPS_INIT, -1, -1);
+
+	if (r == 0)
+		r = qp_modify(qp, IBV_QPS_RTR, resp_res, -1);
+	if (r == 0)
+		r = qp_modify(qp, IBV_QPS_RTS, -1, init_depth);
+	return r;
 }
 
 /* The id now names a device: register memory, create the hardware QP on the
@@ -97,7 +136,7 @@ int sdp__verbs_qp_bind_dev(struct vb_qp *qp)
 	uint64_t slot;
 	int r;
 
-	r = sdp__verbs_dev_get(qp->id->verbs, &qp->dev);
+	r = sdp__verbs_dev_get(qp->id, &qp->dev);
 	if (r < 0)
 		return r;
 	if (qp->region) {
@@ -134,11 +173,16 @@ int sdp__verbs_qp_bind_dev(struct vb_qp *qp)
 	ia.cap.max_send_sge = SDP_MAX_SGE;
 	ia.cap.max_recv_sge = 1;
 	ia.cap.max_inline_data = VB_MAX_INLINE;
-	if (rdma_create_qp(qp->id, qp->dev->pd, &ia)) {
+	qp->hw = ibv_create_qp(qp->dev->pd, &ia);
+	if (!qp->hw) {
 		ia.cap.max_inline_data = 0;
-		if (rdma_create_qp(qp->id, qp->dev->pd, &ia))
-			return -errno;
+		qp->hw = ibv_create_qp(qp->dev->pd, &ia);
+		if (!qp->hw)
+			return errno ? -errno : -ENOMEM;
 	}
+	r = qp_modify(qp, IBV_QPS_INIT, -1, -1);
+	if (r < 0)
+		return r;
 	pthread_mutex_lock(&qp->lock);
 	qp->max_inline = ia.cap.max_inline_data;
 	r = 0;
@@ -202,16 +246,26 @@ void sdp__verbs_destroy_qp(struct sdp_qp *tq)
 	enum vb_state st = atomic_load(&qp->state);
 	struct vb_mr *m, *next;
 
-	if (qp->dev && qp->id && qp->id->qp &&
-	    (st == VB_ESTABLISHED || st == VB_PASSIVE))
+	if (sdp__verbs_inherited(qp->epoch)) {
+		/* fork() child: the QP, MRs, id and CQ slot are the parent's
+		 * (verbs_dev.c, "fork"); only our memory is ours to free. */
+		sdp__verbs_orphan(qp);	/* fresh lock, nothing pending */
+		m = qp->mrs;
+		for (; m; m = next) {
+			next = m->next;
+			free(m);	/* the ibv_mr handle is leaked */
+		}
+		goto free_mem;
+	}
+	if (qp->dev && qp->hw && (st == VB_ESTABLISHED || st == VB_PASSIVE))
 		linger_sends(qp);
 	sdp__verbs_disconnect(tq);
 	/* Barrier: an event handler that saw the old state has finished (it
 	 * may have just created the hardware QP); later ones see the new. */
 	pthread_mutex_lock(&sdp__vb.cm_lock);
 	pthread_mutex_unlock(&sdp__vb.cm_lock);
-	if (qp->id && qp->id->qp)
-		rdma_destroy_qp(qp->id);
+	if (qp->hw)
+		ibv_destroy_qp(qp->hw);
 	if (qp->id)
 		rdma_destroy_id(qp->id);	/* waits for our events' acks */
 	if (qp->dev && qp->slot < qp->dev->ntab &&
@@ -226,6 +280,7 @@ void sdp__verbs_destroy_qp(struct sdp_qp *tq)
 		ibv_dereg_mr(qp->ring_mr);
 	if (qp->region_mr)
 		ibv_dereg_mr(qp->region_mr);
+free_mem:
 	free(qp->ring);
 	free(qp->region);
 	free(qp->scq);
@@ -257,8 +312,8 @@ void sdp__verbs_qp_set_error(struct vb_qp *qp)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
 
-	if (qp->id && qp->id->qp)
-		ibv_modify_qp(qp->id->qp, &a, IBV_QP_STATE);
+	if (qp->hw)
+		ibv_modify_qp(qp->hw, &a, IBV_QP_STATE);
 	sdp__verbs_bump(qp);
 }
 
@@ -271,6 +326,8 @@ int sdp__verbs_reg_mr(struct sdp_qp *tq, void *addr, size_t len,
 	struct vb_mr *m;
 	int fl = 0;
 
+	if (sdp__verbs_inherited(qp->epoch))
+		return -ECONNRESET;
 	if (!qp->dev)
 		return -ENOTCONN;
 	if (access & (SDP_ACCESS_LOCAL_WRITE | SDP_ACCESS_REMOTE_WRITE))
@@ -307,6 +364,17 @@ int sdp__verbs_dereg_mr(struct sdp_qp *tq, struct sdp_mr *mr)
 	struct vb_qp *qp = VB_QP(tq);
 	struct vb_mr **pp, *m = (struct vb_mr *)mr;
 
+	if (sdp__verbs_inherited(qp->epoch)) {
+		sdp__verbs_orphan(qp);	/* the lock may be a stale copy */
+		pthread_mutex_lock(&qp->lock);
+		for (pp = &qp->mrs; *pp && *pp != m; pp = &(*pp)->next)
+			;
+		if (*pp)
+			*pp = m->next;
+		pthread_mutex_unlock(&qp->lock);
+		free(m);	/* the parent's registration: leaked */
+		return 0;
+	}
 	pthread_mutex_lock(&qp->lock);
 	for (pp = &qp->mrs; *pp && *pp != m; pp = &(*pp)->next)
 		;
@@ -403,7 +471,7 @@ static int post_send_locked(struct vb_qp *qp, const struct sdp_send_wr *wr,
 	e->opcode = wco[wr->opcode];
 	e->ring_end = qp->ring_head;
 	w.wr_id = VB_WRID(qp->slot, qp->gen, 0, qp->sq_head);
-	if (ibv_post_send(qp->id->qp, &w, &bad)) {
+	if (ibv_post_send(qp->hw, &w, &bad)) {
 		qp->ring_head = ring_head0;
 		return -EIO;
 	}
@@ -418,7 +486,11 @@ int sdp__verbs_post_send(struct sdp_qp *tq, const struct sdp_send_wr *wr)
 	uint32_t total = 0;
 	int i, r;
 
-	if (!qp->dev || !qp->id || !qp->id->qp)
+	if (sdp__verbs_inherited(qp->epoch)) {
+		sdp__verbs_orphan(qp);
+		return -ECONNRESET;
+	}
+	if (!qp->dev || !qp->hw)
 		return -ENOTCONN;
 	if (wr->num_sge < 0 || wr->num_sge > SDP_MAX_SGE ||
 	    wr->opcode < SDP_WR_SEND || wr->opcode > SDP_WR_RDMA_READ)
@@ -448,6 +520,10 @@ int sdp__verbs_post_recv(struct sdp_qp *tq, const struct sdp_recv_wr *wr)
 	uint32_t i;
 	int r = 0;
 
+	if (sdp__verbs_inherited(qp->epoch)) {
+		sdp__verbs_orphan(qp);
+		return -ECONNRESET;
+	}
 	if (wr->sge.addr < base || wr->sge.length > qp->recv_mr.length ||
 	    wr->sge.addr - base > qp->recv_mr.length - wr->sge.length)
 		return -EINVAL;
@@ -461,7 +537,7 @@ int sdp__verbs_post_recv(struct sdp_qp *tq, const struct sdp_recv_wr *wr)
 	qp->rlen[i] = wr->sge.length;
 	qp->roff[i] = wr->sge.addr - base;
 	qp->rq_head++;
-	if (qp->dev && qp->id && qp->id->qp && qp->rq_hw == qp->rq_head - 1) {
+	if (qp->dev && qp->hw && qp->rq_hw == qp->rq_head - 1) {
 		r = post_recv_hw(qp, qp->rq_hw);
 		if (r == 0)
 			qp->rq_hw++;
@@ -488,7 +564,7 @@ static enum sdp_wc_status wc_status(enum ibv_wc_status s)
 }
 
 /* qp->lock held. */
-static void scq_push(struct vb_qp *qp, const struct sdp_wc *wc)
+void sdp__verbs_scq_push(struct vb_qp *qp, const struct sdp_wc *wc)
 {
 	if (qp->scq_count == qp->scq_cap) {
 		uint32_t n = qp->scq_cap * 2, i;
@@ -532,7 +608,7 @@ void sdp__verbs_dispatch_wc(struct vb_qp *qp, const struct ibv_wc *hw)
 		push = e->signaled || wc.status != SDP_WC_SUCCESS;
 	}
 	if (push)
-		scq_push(qp, &wc);
+		sdp__verbs_scq_push(qp, &wc);
 	pthread_mutex_unlock(&qp->lock);
 	if (wc.status != SDP_WC_SUCCESS && wc.status != SDP_WC_WR_FLUSH_ERR &&
 	    atomic_load(&qp->state) == VB_ESTABLISHED) {
@@ -550,7 +626,9 @@ int sdp__verbs_poll_cq(struct sdp_qp *tq, struct sdp_wc *wc, int max)
 	struct vb_qp *qp = VB_QP(tq);
 	int n = 0;
 
-	if (qp->dev && qp->scq_count < (uint32_t)max)
+	if (sdp__verbs_inherited(qp->epoch))
+		sdp__verbs_orphan(qp);	/* never drain the parent's CQ */
+	else if (qp->dev && qp->scq_count < (uint32_t)max)
 		sdp__verbs_dev_drain(qp->dev);
 	pthread_mutex_lock(&qp->lock);
 	while (n < max && qp->scq_count) {

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# scripts/bench-vm.sh [BUILD] [REPEAT] — runs INSIDE the VM (not part of make
+# test):  scripts/vm-run -t 1800 -- bash scripts/bench-vm.sh build 3
+# Side by side, rxe-a (10.99.0.1) -> rxe-b (10.99.0.2) over the veth pair:
+#   SDP over verbs (iperf3 / sockperf under tools/sdp_run), rsockets (the same
+#   programs with rdma-core's librspreload.so), kernel TCP over the same veth,
+#   raw verbs (perftest ib_read_bw / ib_send_bw / ib_send_lat, rdma_cm).
+# Bandwidth for 64 KiB, 256 KiB, 1 MiB messages; ping-pong latency (64 B).
+# Each figure: median of REPEAT runs [min-max]; each run is bounded (a hung
+# run counts as missing: "n/a").  Prints a markdown table.
+set -u
+B=${1:-build} R=${2:-3}
+A=10.99.0.1 S=10.99.0.2
+RUN="$PWD/tools/sdp_run"
+export SDP_RUN_LIBRARY=$PWD/$B/lib/libsdp.so SDP_TRANSPORT=verbs
+RS=$(ls /usr/lib/x86_64-linux-gnu/rsocket/librspreload.so 2>/dev/null)
+T=${BENCH_TIME:-3}
+med() { sort -g | awk '{v[NR]=$1} END {if (!NR) {print "n/a"; exit}
+	printf "%.1f [%.1f-%.1f]\n", v[int((NR+1)/2)], v[1], v[NR]}'; }
+wrap() { case $1 in sdp) echo "$RUN" ;; rs) echo "env LD_PRELOAD=$RS" ;; tcp) echo env ;; esac; }
+bw() { # mode size -> Gbit/s
+	local w; w=$(wrap "$1")
+	$w iperf3 -s -B $S -1 -p 5300 >/dev/null 2>&1 & local sp=$!
+	sleep 1
+	timeout $((T + 15)) $w iperf3 -c $S -B $A -p 5300 -t $T -l "$2" -J 2>/dev/null |
+		awk -F'[:,]' '/"bits_per_second"/ {b=$2} END {if (b) printf "%.2f\n", b/1e9}'
+	kill $sp 2>/dev/null; wait $sp 2>/dev/null
+}
+lat() { # mode -> usec (sockperf ping-pong, 64 B)
+	local w; w=$(wrap "$1")
+	$w sockperf sr --tcp -i $S -p 11300 >/dev/null 2>&1 & local sp=$!
+	sleep 1
+	timeout $((T + 15)) $w sockperf pp --tcp -i $S -p 11300 --client_ip $A -t $T -m 64 2>/dev/null |
+		sed -n 's/.*Summary: Latency is \([0-9.]*\) usec.*/\1/p'
+	kill $sp 2>/dev/null; wait $sp 2>/dev/null
+}
+pt() { # perftest binary size -> Gbit/s (or usec for _lat)
+	"$1" -d rxe-b -R -s "$2" -D $T >/dev/null 2>&1 & local sp=$!
+	sleep 1
+	if [[ $1 == *_lat ]]; then
+		timeout $((T + 15)) "$1" -d rxe-a -R -s "$2" -D $T $S 2>/dev/null | awk '$1 == '"$2"' {print $3}' | tail -1
+	else
+		timeout $((T + 15)) "$1" -d rxe-a -R -s "$2" -D $T $S 2>/dev/null | awk '$1 == '"$2"' {printf "%.2f\n", $4*8/1000}' | tail -1
+	fi
+	kill $sp 2>/dev/null; wait $sp 2>/dev/null
+}
+declare -A res
+for size in 65536 262144 1048576; do
+	for m in sdp rs tcp; do
+		res[$m,$size]=$(for i in $(seq $R); do bw $m $size; done | med)
+	done
+	res[read,$size]=$(for i in $(seq $R); do pt ib_read_bw $size; done | med)
+	res[send,$size]=$(for i in $(seq $R); do pt ib_send_bw $size; done | med)
+	res[zc,$size]=$(for i in $(seq $R); do SDP_ZCOPY_THRESH=$size bw sdp $size; done | med)
+done
+for m in sdp rs tcp; do res[$m,lat]=$(for i in $(seq $R); do lat $m; done | med); done
+res[raw,lat]=$(for i in $(seq $R); do pt ib_send_lat 64; done | med)
+ratio() { awk -v a="${1%% *}" -v b="${2%% *}" 'BEGIN {if (a+0 > 0 && b+0 > 0) printf "%.2f", a/b; else printf "n/a"}'; }
+echo "| message | SDP (Gbit/s) | SDP ZCopy | rsockets | kernel TCP | ib_send_bw | ib_read_bw | SDP/rsockets | SDP/TCP | ZCopy/RDMA READ |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
+for size in 65536 262144 1048576; do
+	echo "| $((size / 1024)) KiB | ${res[sdp,$size]} | ${res[zc,$size]} | ${res[rs,$size]} | ${res[tcp,$size]} | ${res[send,$size]} | ${res[read,$size]} | $(ratio "${res[sdp,$size]}" "${res[rs,$size]}") | $(ratio "${res[sdp,$size]}" "${res[tcp,$size]}") | $(ratio "${res[zc,$size]}" "${res[read,$size]}") |"
+done
+echo
+echo "| ping-pong 64 B (usec) | SDP | rsockets | kernel TCP | ib_send_lat |"
+echo "|---|---|---|---|---|"
+echo "| latency | ${res[sdp,lat]} | ${res[rs,lat]} | ${res[tcp,lat]} | ${res[raw,lat]} |"
