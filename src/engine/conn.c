@@ -434,6 +434,10 @@ static int conn_drain_cq_locked(struct sdp_conn *c)
 		if (n <= 0)
 			return n;
 		for (i = 0; i < n; i++) {
+			/* A ZCopy RDMA's completion belongs to the thread
+			 * that posted it (it may sleep while we poll). */
+			if (sdp_zcopy_take_wc_locked(c, &wc[i]))
+				continue;
 			if (c->state == SDP_ST_RESET)
 				continue;	/* drain what is left */
 			if (wc[i].opcode == SDP_WC_RECV) {

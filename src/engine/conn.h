@@ -228,6 +228,13 @@ struct sdp_conn {
 	unsigned zc_thresh_set:1;	/* zc_thresh overrides the default */
 	unsigned zc_caps_fresh:1;	/* caps re-read after the handshake */
 	uint32_t zc_thresh;		/* SDP_ZCOPY_THRESH of this socket */
+	/* Completions of our RDMA READ ([0]) and WRITE ([1]) taken off the
+	 * CQ by whichever thread drained it (sdp_zcopy_take_wc_locked): the
+	 * thread that posted the RDMA waits with the lock dropped, and the
+	 * progress step of another thread (our writer, our reader) may poll
+	 * its completion first. */
+	unsigned zc_rdma_done[2];
+	int zc_rdma_st[2];		/* its enum sdp_wc_status */
 
 	/* ---- Write ZCopy and modes (zcopy_sink.c) ---- */
 	struct sdp_zc_snk zc_snk;	/* our SinkAvail (we are the sink) */

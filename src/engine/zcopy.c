@@ -416,18 +416,31 @@ int sdp_zcopy_rx_src_cancel_locked(struct sdp_conn *c, const struct sdp_msg *m)
 	return 0;
 }
 
+int sdp_zcopy_take_wc_locked(struct sdp_conn *c, const struct sdp_wc *wc)
+{
+	int k;
+
+	if (wc->opcode == SDP_WC_RDMA_READ && wc->wr_id == ZC_WRID_READ)
+		k = 0;
+	else if (wc->opcode == SDP_WC_RDMA_WRITE && wc->wr_id == ZC_WRID_WRITE)
+		k = 1;
+	else
+		return 0;
+	c->zc_rdma_done[k] = 1;
+	c->zc_rdma_st[k] = (int)wc->status;
+	return 1;
+}
+
 int sdp_zcopy_rdma_locked(struct sdp_conn *c, int write, void *buf,
 			  uint32_t n, uint64_t raddr, uint32_t rkey)
 {
 	const uint64_t wrid = write ? ZC_WRID_WRITE : ZC_WRID_READ;
-	const enum sdp_wc_opcode wop = write ? SDP_WC_RDMA_WRITE :
-					       SDP_WC_RDMA_READ;
 	struct sdp_mr *mr = NULL;
 	struct sdp_send_wr wr;
 	struct sdp_sge sge;
 	struct sdp_wc wc[16];
 	enum sdp_wc_status st = SDP_WC_SUCCESS;
-	int r, k, i, done = 0;
+	int r, k, i;
 
 	/* The source of a WRITE is only read locally: no remote right. */
 	r = SDP_TP(c->qp)->reg_mr(c->qp, buf, n,
@@ -446,20 +459,24 @@ int sdp_zcopy_rdma_locked(struct sdp_conn *c, int write, void *buf,
 	wr.num_sge = 1;
 	wr.remote_addr = raddr;
 	wr.rkey = rkey;
+	c->zc_rdma_done[write] = 0;
 	r = sdp_post_send(c->qp, &wr);
 	if (r < 0) {
 		zc_dereg(c, mr);
 		sdp_conn_reset_locked(c, -ECONNRESET, SDP_REASON_TRANSPORT);
 		return -ECONNRESET;
 	}
-	while (!done) {
+	/* The completion may be polled here or, while we sleep without the
+	 * lock, by another thread's progress step on this connection (a
+	 * transport whose RDMA takes time: verbs); either records it in
+	 * zc_rdma_done. */
+	while (!c->zc_rdma_done[write]) {
 		uint32_t seq = SDP_TP(c->qp)->wait_seq(c->qp);
 
 		k = sdp_poll_cq(c->qp, wc, 16);
 		for (i = 0; i < k; i++) {
-			if (wc[i].opcode == wop && wc[i].wr_id == wrid) {
-				done = 1;
-				st = wc[i].status;
+			if (sdp_zcopy_take_wc_locked(c, &wc[i])) {
+				continue;
 			} else if (c->state == SDP_ST_RESET) {
 				continue;
 			} else if (wc[i].opcode == SDP_WC_RECV) {
@@ -469,17 +486,18 @@ int sdp_zcopy_rdma_locked(struct sdp_conn *c, int write, void *buf,
 						      SDP_REASON_TRANSPORT);
 			}
 		}
-		if (done || k > 0)
+		if (c->zc_rdma_done[write] || k > 0)
 			continue;
-		if (c->state == SDP_ST_RESET) {
-			st = SDP_WC_WR_FLUSH_ERR;
+		if (c->state == SDP_ST_RESET)
 			break;
-		}
 		/* An asynchronous transport: sleep for the completion. */
 		pthread_mutex_unlock(&c->lock);
 		SDP_TP(c->qp)->wait(c->qp, seq, 10);
 		pthread_mutex_lock(&c->lock);
 	}
+	st = c->zc_rdma_done[write] ? (enum sdp_wc_status)c->zc_rdma_st[write] :
+				      SDP_WC_WR_FLUSH_ERR;
+	c->zc_rdma_done[write] = 0;
 	zc_dereg(c, mr);
 	if (st != SDP_WC_SUCCESS) {
 		sdp_log(SDP_LOG_INFO, "conn %u: RDMA %s failed: %s", c->id,

@@ -131,6 +131,10 @@ void sdp_zcopy_flush_ctl_locked(struct sdp_conn *c);
  * the connection is intact). */
 int sdp_zcopy_rdma_locked(struct sdp_conn *c, int write, void *buf,
 			  uint32_t n, uint64_t raddr, uint32_t rkey);
+/* Is `wc` the completion of a ZCopy RDMA READ or WRITE?  Then it is
+ * recorded for the thread waiting in sdp_zcopy_rdma_locked (1); every CQ
+ * drain of the connection must ask before dropping a send completion. */
+int sdp_zcopy_take_wc_locked(struct sdp_conn *c, const struct sdp_wc *wc);
 void sdp_zcopy_dereg_locked(struct sdp_conn *c, struct sdp_mr *mr);
 /* May a ZCopy control message go now (credit rule in zcopy.c)? */
 int sdp_zcopy_can_post_ctl_locked(const struct sdp_conn *c);
