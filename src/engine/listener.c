@@ -239,7 +239,9 @@ int sdp_listen_share(struct sdp_listen *l, int epfd, int token_fd)
 	if (l->shared || l->closed || !l->tl)
 		goto out;
 	lfd = sdp_listen_fd(l);
-	k = ops->share_listener(l->tl);
+	/* Providers whose listeners cannot be shared across processes
+	 * (verbs: RDMA resources do not follow fork) leave this NULL. */
+	k = ops->share_listener ? ops->share_listener(l->tl) : -EOPNOTSUPP;
 	if (k < 0) {
 		r = k;
 		goto out;
@@ -291,7 +293,8 @@ static int take_shared_locked(struct sdp_listen *l, struct sdp_conn **out)
 	 * into a spurious EAGAIN while good ones wait. */
 	for (tries = 0; tries < 8; tries++) {
 		len = sizeof(priv);
-		r = ops->take_request(l->tl, &req, priv, &len);
+		r = ops->take_request ? ops->take_request(l->tl, &req, priv,
+							  &len) : -EOPNOTSUPP;
 		if (r < 0)
 			return r;
 		if (passive_open(l, req, priv, len, out) == 0)

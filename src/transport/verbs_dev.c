@@ -106,17 +106,28 @@ static void async_events(struct vb_dev *d)
  * fails them, so the connection would hang forever.  Once the port has
  * been down for that budget, QPs with sends outstanding are put into the
  * error state as the hardware would have (flush: the engine reports
- * ECONNRESET), and the peer is sent a DREQ.  Idle QPs are left alone: a
- * link that comes back finds them working, as with real hardware.
+ * ECONNRESET), and the peer is sent a DREQ.  Idle QPs are left alone for
+ * VB_IDLE_DOWN_BUDGETS budgets: a link that comes back within ~10 s finds
+ * them working, as with real hardware; past that the path is taken as gone
+ * (a connection waiting for credits is "idle" too, and would hang).
  */
+#define VB_IDLE_DOWN_BUDGETS 5
 static void port_down_check(struct vb_dev *d)
 {
 	struct vb_qp *qp;
 	uint32_t i;
-	bool busy;
+	bool busy, all;
+	uint64_t down_ms;
 
-	if (!d->down_since_ms || now_ms() - d->down_since_ms < retry_budget_ms())
+	if (!d->down_since_ms)
 		return;
+	down_ms = now_ms() - d->down_since_ms;
+	if (down_ms < retry_budget_ms())
+		return;
+	/* A port down for several retry budgets is taken as a path gone:
+	 * idle QPs go too.  An engine waiting for credits posts nothing, so
+	 * "no sends outstanding" does not mean "nothing to say". */
+	all = down_ms >= (uint64_t)retry_budget_ms() * VB_IDLE_DOWN_BUDGETS;
 	/* cm_lock: destroy_qp changes the state, then passes this lock
 	 * before it destroys the QP; a QP seen established here stays. */
 	pthread_mutex_lock(&sdp__vb.cm_lock);
@@ -129,7 +140,8 @@ static void port_down_check(struct vb_dev *d)
 		pthread_mutex_lock(&qp->lock);
 		busy = qp->sq_head != qp->sq_tail;
 		pthread_mutex_unlock(&qp->lock);
-		if (!busy || !atomic_compare_exchange_strong(&qp->state, &st,
+		if ((!busy && !all) ||
+		    !atomic_compare_exchange_strong(&qp->state, &st,
 							     VB_DISCONNECTED))
 			continue;
 		rdma_disconnect(qp->id);
