@@ -273,6 +273,11 @@ static void *sender_main(void *arg)
 	return NULL;
 }
 
+static int is_reset(void *arg)
+{
+	return eh_state(arg) == SDP_ST_RESET;
+}
+
 static int advert_held(void *arg)
 {
 	struct sdp_conn *c = arg;
@@ -510,6 +515,9 @@ static void test_abort_outstanding(void)
 		printf("#   send returned %zd\n", sd.ret);
 		g_checks_failed++;
 	}
+	/* The send may have finished by BCopy before the AbortConn came:
+	 * the reset then arrives on its own, a moment later. */
+	eh_poll_until(is_reset, cli, 5000);
 	CHECK_STATE(cli, SDP_ST_RESET);
 	CHECK_MRS_RELEASED();
 	sdp_conn_close(cli, 0);
@@ -636,11 +644,6 @@ static int post_raw(struct sdp_conn *from, uint8_t mid, uint32_t h_len,
 				   plen);
 	pthread_mutex_unlock(&from->lock);
 	return r;
-}
-
-static int is_reset(void *arg)
-{
-	return eh_state(arg) == SDP_ST_RESET;
 }
 
 static void test_violations(void)
