@@ -458,6 +458,14 @@ static int conn_drain_cq_locked(struct sdp_conn *c)
 	}
 }
 
+/* Take in what the CQ holds; a transport failure resets the connection. */
+static void conn_take_in_locked(struct sdp_conn *c)
+{
+	if (c->state != SDP_ST_RESET && conn_drain_cq_locked(c) < 0 &&
+	    c->state != SDP_ST_RESET)
+		sdp_conn_reset_locked(c, -ECONNRESET, SDP_REASON_TRANSPORT);
+}
+
 int sdp_conn_progress_locked(struct sdp_conn *c)
 {
 	struct sdp_wc wc[16];
@@ -485,9 +493,7 @@ int sdp_conn_progress_locked(struct sdp_conn *c)
 		if (c->state == SDP_ST_CONNECTING)
 			goto out;
 	}
-	r = conn_drain_cq_locked(c);
-	if (r < 0 && c->state != SDP_ST_RESET)
-		sdp_conn_reset_locked(c, -ECONNRESET, SDP_REASON_TRANSPORT);
+	conn_take_in_locked(c);
 	if (c->state == SDP_ST_RESET)
 		goto out;
 	sdp_tx_flush_locked(c, 0);
@@ -528,20 +534,20 @@ __thread int sdp_in_progress_thread;
 void sdp_conn_update_ready_locked(struct sdp_conn *c)
 {
 	unsigned m;
-	int round;
+	int round, unannounced = 0;
 
 	if (!c->ready)
 		return;
 	for (round = 0;; round++) {
 		/* A byte the peer wrote into our readiness fd announces a
-		 * message: take it in before deciding what is readable, or
-		 * the byte would be drained with the message unseen. */
-		if (sdp_appwake_disarm_locked(c) && c->state != SDP_ST_RESET) {
-			if (conn_drain_cq_locked(c) < 0 &&
-			    c->state != SDP_ST_RESET)
-				sdp_conn_reset_locked(c, -ECONNRESET,
-						      SDP_REASON_TRANSPORT);
-		}
+		 * message, and a message that slipped in before the arm was
+		 * visible was announced to nobody: take either in before
+		 * deciding what is readable, or the byte would be drained
+		 * with the message unseen. */
+		int announced = sdp_appwake_disarm_locked(c);
+
+		if (announced || unannounced)
+			conn_take_in_locked(c);
 		m = sdp_conn_ready_mask_locked(c);
 		/* New data while the application is away (possibly asleep in
 		 * an edge-triggered epoll_wait): make a fresh edge, as TCP
@@ -551,21 +557,16 @@ void sdp_conn_update_ready_locked(struct sdp_conn *c)
 			m |= SDP_READY_PULSE;
 		c->rx_pulse = 0;
 		sdp_ready_set(c->ready, m);
-		if (!sdp_appwake_arm_locked(c, m))
+		unannounced = sdp_appwake_arm_locked(c, m);
+		if (!unannounced)
 			break;
-		/* A message slipped in before the arm was visible: nobody
-		 * was told.  Take it in and decide again.  Each round
-		 * consumes messages, so this ends; past a few, let the
-		 * application come and look. */
+		/* Each round consumes messages, so this ends; past a few,
+		 * let the application come and look. */
 		if (round == 8) {
 			sdp_appwake_disarm_locked(c);
 			sdp_ready_set(c->ready, m | SDP_READY_IN);
 			break;
 		}
-		sdp_appwake_disarm_locked(c);
-		if (conn_drain_cq_locked(c) < 0 && c->state != SDP_ST_RESET)
-			sdp_conn_reset_locked(c, -ECONNRESET,
-					      SDP_REASON_TRANSPORT);
 	}
 }
 
