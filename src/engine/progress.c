@@ -31,6 +31,7 @@
 
 #include "engine/config.h"
 #include "engine/conn.h"
+#include "engine/libthreads.h"
 #include "engine/listener.h"
 #include "engine/real.h"
 #include "engine/owner.h"
@@ -381,6 +382,7 @@ static void *progress_main(void *arg)
 
 	(void)arg;
 	sdp_in_progress_thread = 1;
+	sdp_lib_thread_started();
 	for (;;) {
 		release_listeners();	/* between batches: nothing names them */
 		tmo = -1;

@@ -46,10 +46,10 @@
  * posix_spawn()/posix_spawnp(): glibc runs the exec inside the library
  * (clone + an internal execve), so the wrappers above are never reached.
  * With no file actions, we pass our own, which dup2 a poisoned socket onto
- * each such descriptor in the child.  With the caller's file actions we do
- * nothing: they are opaque, cannot be prepended to, and may move the very
- * descriptors we would touch.  system() and popen() spawn inside glibc and
- * are not covered either (README: exec).
+ * each such descriptor in the child.  The caller's file actions are
+ * opaque and cannot be prepended to: see spawn_common for what is done.
+ * system() and popen() spawn inside glibc, out of our reach: spawn_shell.c
+ * replaces them by the same algorithm on top of spawn with our actions.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -67,8 +67,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "engine/libthreads.h"
 #include "engine/progress.h"
 #include "socket/sock.h"
+#include "socket/spawn.h"
 
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*fexecve_fn)(int, char *const[], char *const[]);
@@ -394,53 +396,120 @@ SDP_EXPORT int execle(const char *path, const char *arg, ...)
 }
 
 /*
- * posix_spawn: an ordinary call in the parent (malloc is fine here).  With
- * no caller file actions, the child dup2()s a poisoned socket onto each SDP
- * descriptor it would inherit; the parent's descriptors are never touched.
+ * posix_spawn: an ordinary call in the parent (malloc is fine here).
+ *
+ * With no caller file actions, the child dup2()s a poisoned socket onto
+ * each SDP descriptor it would inherit; the parent's descriptors are never
+ * touched.  The same actions, followed by their own, serve system() and
+ * popen() (spawn_shell.c).
+ *
+ * The caller's file actions are opaque: they cannot be read, copied or
+ * prepended to.  There the swap is made in the parent for the length of
+ * the spawn instead (guard_poison, as for exec, then guard_restore): glibc
+ * returns from posix_spawn only after the child has exec'd or failed, and
+ * the caller's actions then see (and may dup2 onto stdin, inetd-style) the
+ * poisoned socket.  That is safe only when no other application thread can
+ * look at the descriptors meanwhile, so it is done only when the
+ * application is single-threaded (library threads do not touch the
+ * application's descriptor numbers); otherwise the child inherits the bare
+ * socketpair end as before (README: exec).
  */
 #define SPAWN_MAX_POISON 1024
+
+int sdp_spawn_poison_init(struct sdp_spawn_poison *sp)
+{
+	int fd, n = 0;
+
+	sp->held = NULL;
+	sp->n = 0;
+	if (posix_spawn_file_actions_init(&sp->fa) != 0)
+		return -ENOMEM;
+	for (fd = sdp_fd_scan_next(0); fd >= 0; fd = sdp_fd_scan_next(fd + 1))
+		n += candidate(fd);
+	if (n == 0)
+		return 0;
+	if (n > SPAWN_MAX_POISON)
+		n = SPAWN_MAX_POISON;
+	sp->held = calloc((size_t)n, sizeof(*sp->held));
+	if (!sp->held) {
+		posix_spawn_file_actions_destroy(&sp->fa);
+		return -ENOMEM;
+	}
+	for (fd = sdp_fd_scan_next(0); fd >= 0 && sp->n < n;
+	     fd = sdp_fd_scan_next(fd + 1)) {
+		int p;
+
+		if (!candidate(fd))
+			continue;
+		p = poisoned((int)sys_fcntl(fd, F_GETFL, 0));
+		if (p < 0)
+			break;
+		/* Our poisoned end is close-on-exec; dup2 onto fd in the
+		 * child gives fd a copy without it, as the original. */
+		if (posix_spawn_file_actions_adddup2(&sp->fa, p, fd) != 0) {
+			sys_close(p);
+			break;
+		}
+		sp->held[sp->n++] = p;
+	}
+	return 0;
+}
+
+void sdp_spawn_poison_destroy(struct sdp_spawn_poison *sp)
+{
+	while (sp->n > 0)
+		sys_close(sp->held[--sp->n]);
+	free(sp->held);
+	sp->held = NULL;
+	posix_spawn_file_actions_destroy(&sp->fa);
+}
+
+int sdp_spawn_real(pid_t *pid, const char *path,
+		   const posix_spawn_file_actions_t *fa,
+		   const posix_spawnattr_t *attr, char *const argv[],
+		   char *const envp[])
+{
+	return R.posix_spawn ? R.posix_spawn(pid, path, fa, attr, argv, envp)
+			     : ENOSYS;
+}
+
+/* Any descriptor a spawned child would inherit that must be poisoned? */
+static int any_candidate(void)
+{
+	int fd;
+
+	for (fd = sdp_fd_scan_next(0); fd >= 0; fd = sdp_fd_scan_next(fd + 1))
+		if (candidate(fd))
+			return 1;
+	return 0;
+}
 
 static int spawn_common(spawn_fn real, pid_t *pid, const char *path,
 			const posix_spawn_file_actions_t *fa,
 			const posix_spawnattr_t *attr, char *const argv[],
 			char *const envp[])
 {
-	posix_spawn_file_actions_t own;
-	int fd, r, n = 0, i, *p = NULL;
+	struct sdp_spawn_poison sp;
+	int r;
 
 	if (!real)
 		return ENOSYS;
-	if (fa || sdp_fd_scan_next(0) < 0)
+	if (sdp_fd_scan_next(0) < 0 || !any_candidate())
 		return real(pid, path, fa, attr, argv, envp);
-	if (posix_spawn_file_actions_init(&own) != 0)
-		return real(pid, path, fa, attr, argv, envp);
-	for (fd = sdp_fd_scan_next(0); fd >= 0; fd = sdp_fd_scan_next(fd + 1))
-		n += candidate(fd);
-	if (n > SPAWN_MAX_POISON)
-		n = SPAWN_MAX_POISON;
-	if (n > 0)
-		p = calloc((size_t)n, sizeof(*p));
-	i = 0;
-	for (fd = sdp_fd_scan_next(0); p && fd >= 0 && i < n;
-	     fd = sdp_fd_scan_next(fd + 1)) {
-		if (!candidate(fd))
-			continue;
-		p[i] = poisoned((int)sys_fcntl(fd, F_GETFL, 0));
-		if (p[i] < 0)
-			break;
-		/* Our poisoned end is close-on-exec; dup2 onto fd in the
-		 * child gives fd a copy without it, as the original. */
-		if (posix_spawn_file_actions_adddup2(&own, p[i], fd) != 0) {
-			sys_close(p[i]);
-			break;
-		}
-		i++;
+	if (fa) {
+		struct exec_guard g;
+
+		if (!sdp_app_single_threaded())
+			return real(pid, path, fa, attr, argv, envp);
+		guard_poison(&g);
+		r = real(pid, path, fa, attr, argv, envp);
+		guard_restore(&g);
+		return r;
 	}
-	r = real(pid, path, &own, attr, argv, envp);
-	while (i-- > 0)
-		sys_close(p[i]);
-	free(p);
-	posix_spawn_file_actions_destroy(&own);
+	if (sdp_spawn_poison_init(&sp) < 0)
+		return real(pid, path, fa, attr, argv, envp);
+	r = real(pid, path, &sp.fa, attr, argv, envp);
+	sdp_spawn_poison_destroy(&sp);
 	return r;
 }
 

@@ -14,6 +14,7 @@
  * a sleeper that followed the wait_seq()/req_notify() rules.
  */
 #include "transport/verbs.h"
+#include "engine/libthreads.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -158,6 +159,8 @@ static void *event_thread(void *arg)
 	bool down;
 	int n, i;
 
+	(void)arg;
+	sdp_lib_thread_started();
 	for (;;) {
 		pthread_mutex_lock(&sdp__vb.lock);
 		for (down = false, d = sdp__vb.devs; d; d = d->next)

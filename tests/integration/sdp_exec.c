@@ -13,7 +13,12 @@
  *      (checksummed echo), then EOF;
  *   e. posix_spawn (no file actions) and vfork+execv of a helper while the
  *      parent goes on using the connection: the helper's copy fails cleanly,
- *      the parent's works (checksummed echo).
+ *      the parent's works (checksummed echo);
+ *   f. posix_spawn with file actions that dup2 the connection onto the
+ *      child's stdin (inetd-style) and close the original: the child's
+ *      stdin fails cleanly, the parent's connection works;
+ *   g. system() and popen()/pclose() running the helper through /bin/sh:
+ *      the same, and the shell's exit status and output come back.
  * Usage: sdp_exec --family sdp|sdp6|tcp|tcp6
  *        sdp_exec --helper reset|gone|tcp|shared FD FAMILY   (internal)
  */
@@ -376,6 +381,110 @@ static void case_spawn(void)
 	     "parent's connection works", sdp ? "a reset" : "a live socket");
 }
 
+/* ---- f: posix_spawn with file actions ----------------------------------- */
+
+/* The parent's connection still works: echo through a thread. */
+static void parent_echo(int c, int s, uint64_t seed, const char *what)
+{
+	pthread_t th;
+
+	check_flags(c, 0, what);
+	if (pthread_create(&th, NULL, echo_thread, &s))
+		die("pthread_create");
+	pingpong_client(c, seed, what);
+	pthread_join(th, NULL);
+}
+
+static void case_spawn_actions(void)
+{
+	posix_spawn_file_actions_t fa;
+	char *argv[6];
+	int c, s, sdp;
+	pid_t pid;
+
+	/* No thread may run here: with the caller's file actions the swap
+	 * is made in the parent, and only for single-threaded programs. */
+	pair(&c, &s);
+	sdp = over_sdp(c);
+	argv[0] = "sdp_exec";
+	argv[1] = "--helper";
+	argv[2] = sdp ? "reset" : "shared";
+	argv[3] = "0";
+	argv[4] = (char *)g_family_name;
+	argv[5] = NULL;
+	if (posix_spawn_file_actions_init(&fa) ||
+	    posix_spawn_file_actions_adddup2(&fa, c, 0) ||
+	    posix_spawn_file_actions_addclose(&fa, c))
+		die("case f: file actions");
+	if (posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, environ))
+		die("case f: posix_spawn failed");
+	posix_spawn_file_actions_destroy(&fa);
+	if (wait_child(pid, "spawned helper (stdin)"))
+		die("case f: the helper spawned with file actions failed");
+	parent_echo(c, s, 6, "case f: parent's echo after the helper");
+	close(c);
+	close(s);
+	info("ok: case f: posix_spawn with file actions: the helper's stdin "
+	     "saw %s, the parent's connection works",
+	     sdp ? "a reset" : "a live socket");
+}
+
+/* ---- g: system() and popen() ---------------------------------------------- */
+
+static void case_shell(void)
+{
+	char exe[4096], cmd[4400], line[256], last[256];
+	int c, s, sdp, st, seen_reset = 0;
+	ssize_t n;
+	FILE *f;
+
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		DIE_ERRNO("readlink(/proc/self/exe)");
+	exe[n] = '\0';
+	pair(&c, &s);
+	sdp = over_sdp(c);
+	snprintf(cmd, sizeof(cmd), "exec '%s' --helper %s %d %s", exe,
+		 sdp ? "reset" : "shared", c, g_family_name);
+	st = system(cmd);
+	if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		die("case g: system() helper failed (status 0x%x)", st);
+	if (system("exit 3") == -1 || WEXITSTATUS(system("exit 3")) != 3)
+		die("case g: system(\"exit 3\") did not return 3");
+	parent_echo(c, s, 7, "case g: parent's echo after system()");
+
+	snprintf(cmd, sizeof(cmd), "'%s' --helper %s %d %s && echo popen-ok",
+		 exe, sdp ? "reset" : "shared", c, g_family_name);
+	f = popen(cmd, "r");
+	if (!f)
+		DIE_ERRNO("case g: popen");
+	/* The helper's report (stdout), then the shell's echo. */
+	last[0] = '\0';
+	while (fgets(line, sizeof(line), f)) {
+		seen_reset |= strstr(line, "recv ECONNRESET") != NULL;
+		snprintf(last, sizeof(last), "%s", line);
+	}
+	if (strcmp(last, "popen-ok\n") || (sdp && !seen_reset))
+		die("case g: popen output wrong (last line \"%s\")", last);
+	st = pclose(f);
+	if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		die("case g: pclose status 0x%x", st);
+	/* A "w" stream: the command sees our bytes and its exit status
+	 * comes back through pclose. */
+	f = popen("read x && test \"$x\" = sdp-popen-w", "w");
+	if (!f)
+		DIE_ERRNO("case g: popen w");
+	fputs("sdp-popen-w\n", f);
+	st = pclose(f);
+	if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		die("case g: pclose (w) status 0x%x", st);
+	parent_echo(c, s, 8, "case g: parent's echo after popen()");
+	close(c);
+	close(s);
+	info("ok: case g: system() and popen() children saw %s, the "
+	     "parent's connection works", sdp ? "a reset" : "a live socket");
+}
+
 int main(int argc, char **argv)
 {
 	g_prog = "sdp_exec";
@@ -389,9 +498,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: sdp_exec %s\n", family_usage());
 		return 2;
 	}
+	case_spawn_actions();	/* first, before the watchdog thread exists:
+				 * see case f */
 	case_exec(0);
 	case_exec(1);
 	case_exec_fails();
+	case_shell();
 	case_daemon_run();
 	case_spawn();
 	info("PASS");

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libthreads.c — count of libsdp's own threads (see libthreads.h).
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "engine/libthreads.h"
+
+/* Stamped with the pid: after fork() the child's count reads as 0 without
+ * an atfork handler (threads are not copied by fork). */
+static struct {
+	pthread_mutex_t lock;
+	pid_t pid;
+	int n;
+} T = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+void sdp_lib_thread_started(void)
+{
+	pid_t me = getpid();
+
+	pthread_mutex_lock(&T.lock);
+	if (T.pid != me) {
+		T.pid = me;
+		T.n = 0;
+	}
+	T.n++;
+	pthread_mutex_unlock(&T.lock);
+}
+
+int sdp_lib_threads(void)
+{
+	int n;
+
+	pthread_mutex_lock(&T.lock);
+	n = T.pid == getpid() ? T.n : 0;
+	pthread_mutex_unlock(&T.lock);
+	return n;
+}
+
+/* The "Threads:" line of /proc/self/status, or -1. */
+static int threads_in_process(void)
+{
+	char buf[4096], *p;
+	ssize_t n;
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	/* Raw calls: read and close are interposed by this library. */
+	n = syscall(SYS_read, fd, buf, sizeof(buf) - 1);
+	syscall(SYS_close, fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	p = strstr(buf, "\nThreads:");
+	return p ? atoi(p + 9) : -1;
+}
+
+int sdp_app_single_threaded(void)
+{
+	int n = threads_in_process();
+
+	return n > 0 && n - sdp_lib_threads() <= 1;
+}

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libthreads.h — which threads of this process are libsdp's own (the
+ * progress thread, the verbs event thread), so that code acting for the
+ * application can tell whether the application itself has other threads
+ * (exec.c: a descriptor swapped in the parent for the length of a spawn is
+ * safe only when no other application thread can look at it).
+ */
+#ifndef SDP_LIBTHREADS_H
+#define SDP_LIBTHREADS_H
+
+/* Called by a library thread when it starts running. */
+void sdp_lib_thread_started(void);
+/* Library threads started in this process (a fork child has none until it
+ * starts its own; a thread created but not yet running is not counted, so
+ * callers err on the side of "the application has other threads"). */
+int sdp_lib_threads(void);
+/* 1 when the only threads of this process are the caller and library
+ * threads (read from /proc/self/status), 0 otherwise or when unknown. */
+int sdp_app_single_threaded(void);
+
+#endif
