@@ -174,8 +174,11 @@ int sdp_zcopy_rx_check_src_avail_locked(struct sdp_conn *c,
 
 	if (c->zc_mode_rx == SDP_MODE_BUFFERED)
 		bad = "SrcAvail in Buffered mode";
-	else if (c->zc_rx.active)
-		bad = "second SrcAvail outstanding";
+	else if (c->zc_rx.active && c->zc_mode_rx == SDP_MODE_COMBINED)
+		bad = "second SrcAvail outstanding in Combined mode";
+	else if (sdp_zcopy_rx_held(c) + c->zc_snk_peer.active >=
+		 SDP_ZC_MAX_ADVERTS)
+		bad = "more advertisements outstanding than our MaxAdverts";
 	else if (c->zc_mode_rx == SDP_MODE_COMBINED && !m->payload_len)
 		bad = "SrcAvail without inline data in Combined mode";
 	else if (c->zc_mode_rx == SDP_MODE_PIPELINED && m->payload_len)
@@ -302,7 +305,7 @@ int sdp_zcopy_rx_sink_avail_locked(struct sdp_conn *c, const struct sdp_msg *m)
 	}
 	if (m->h.sinkah.non_discards != c->zc_data_msgs_tx)
 		stale = "data crossed it";
-	else if (c->zc_tx.active && !c->zc_tx.ended)
+	else if (c->zc_tx.live)
 		stale = "our SrcAvail is outstanding";
 	else if (c->disconn_sent || c->wr_shut)
 		stale = "we shut down writing";
@@ -420,6 +423,9 @@ int sdp_zcopy_sink_wanted_locked(struct sdp_conn *c, const struct iovec *iov,
 		return 0;
 	if (iov_piece(iov, iovcnt, skip, want, &p) < t ||
 	    !sdp_zcopy_rdma_ok_locked(c))
+		return 0;
+	/* The peer's MaxAdverts counts our SrcAvails there too. */
+	if (c->zc_tx.live + 1 > c->zc_peer_max_adverts)
 		return 0;
 	if (c->zc_mode_rx != SDP_MODE_PIPELINED) {
 		/* Ask for Pipelined; this recv waits as usual meanwhile. */
