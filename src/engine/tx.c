@@ -376,6 +376,8 @@ static int tx_zcopy(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 	    !tx_can_send_data(c))
 		return 0;	/* wait: another advertisement, or credits */
 	n = sdp_zcopy_send_locked(c, iov, iovcnt, *sent, deadline, &end, &serr);
+	if (n == -EBUSY)
+		return 0;	/* wait for credits */
 	if (n < 0) {
 		*zc_ok = 0;	/* could not register: BCopy */
 		return 0;

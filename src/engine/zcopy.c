@@ -402,6 +402,14 @@ ssize_t sdp_zcopy_read_locked(struct sdp_conn *c, const struct iovec *iov,
 
 	if (!zr->active || zr->reading || c->rx_bytes)
 		return 0;
+	if (c->state == SDP_ST_RESET) {
+		/* Nothing can be read any more: forget the advertisements
+		 * (the reader then sees the reset). */
+		zr->active = 0;
+		c->zc_rxq_n = 0;
+		c->zc_rxq_bytes = 0;
+		return 0;
+	}
 	rem = zr->len - zr->off;
 	/* The whole recv() buffer counts (skip: filled by queued bytes). */
 	if (peek || !thresh || c->rd_shut ||

@@ -106,8 +106,9 @@ enum sdp_zc_end {
  * (zcopy_src.c), and wait, without the lock, until the sink no longer
  * needs them.  Stops before the first element below the threshold.
  * Returns the bytes the peer took, from `skip` on (inline + RDMA-read),
- * and sets *end (and *stop_err for STOPPED: -EINTR or -EAGAIN); or a
- * negative errno if nothing could be advertised (then send by BCopy). */
+ * and sets *end (and *stop_err for STOPPED: -EINTR or -EAGAIN); or
+ * -EBUSY (no credit now: wait), or another negative errno if nothing could
+ * be advertised (then send by BCopy). */
 ssize_t sdp_zcopy_send_locked(struct sdp_conn *c, const struct iovec *iov,
 			      int iovcnt, size_t skip, uint64_t deadline_ns,
 			      enum sdp_zc_end *end, int *stop_err);
@@ -170,6 +171,10 @@ void sdp_zcopy_protocol_error_locked(struct sdp_conn *c, const char *what,
 int sdp_zcopy_can_post_ctl_locked(const struct sdp_conn *c);
 /* Re-decide our send half's mode (REQ_PIPE seen, threshold changed). */
 void sdp_zcopy_mode_decide_locked(struct sdp_conn *c);
+/* A send has several pieces to advertise: put our send half in Pipelined
+ * mode ourselves (ModeChange Pipelined-recv, annex 5.2) if the peer holds
+ * several advertisements. */
+void sdp_zcopy_mode_pipelined_self_locked(struct sdp_conn *c);
 
 /* ---- Write ZCopy and modes (zcopy_sink.c) ---- */
 

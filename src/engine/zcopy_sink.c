@@ -122,6 +122,18 @@ void sdp_zcopy_mode_decide_locked(struct sdp_conn *c)
 	}
 }
 
+void sdp_zcopy_mode_pipelined_self_locked(struct sdp_conn *c)
+{
+	/* Only a peer that holds several advertisements gains from it
+	 * (OFED announces 1 and never expects a ModeChange). */
+	if (c->zc_mch_due || !c->qp || c->zc_mode_tx != SDP_MODE_COMBINED ||
+	    c->zc_peer_max_adverts < 2 || sdp_cfg.zcopy_adverts < 2)
+		return;
+	c->zc_pend_mch = mch_byte(0, SDP_MODE_PIPELINED);
+	c->zc_mch_due = 1;
+	sdp_tx_flush_locked(c, 0);
+}
+
 void sdp_zcopy_rx_flags_locked(struct sdp_conn *c, uint8_t flags)
 {
 	/* REQ_PIPE is a hint (annex CA4-8).  Once asked, we stay Pipelined

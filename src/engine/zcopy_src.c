@@ -81,8 +81,8 @@ static uint32_t zc_window(const struct sdp_conn *c)
 /* The next piece to advertise at stream offset `skip`: the rest of one
  * iovec element, at most SDP_ZC_MAX_ADVERT (or SDP_ZCOPY_SPLIT in
  * Pipelined mode); 0 when that rest is below the threshold. */
-static uint32_t zc_next_piece(const struct sdp_conn *c, const struct iovec *iov,
-			      int iovcnt, size_t skip, const uint8_t **p)
+static uint32_t zc_piece(const struct sdp_conn *c, const struct iovec *iov,
+			 int iovcnt, size_t skip, const uint8_t **p, int pipe)
 {
 	uint32_t t = sdp_zcopy_thresh_locked(c), split = sdp_cfg.zcopy_split;
 	size_t n = sdp_zcopy_iov_piece(iov, iovcnt, skip, p);
@@ -92,10 +92,27 @@ static uint32_t zc_next_piece(const struct sdp_conn *c, const struct iovec *iov,
 	if (n > SDP_ZC_MAX_ADVERT)
 		n = SDP_ZC_MAX_ADVERT;
 	/* Split only where the remainder can still go ZCopy. */
-	if (split && c->zc_mode_tx == SDP_MODE_PIPELINED && split >= t &&
+	if (split && pipe && split >= t &&
 	    n > split && n - split >= t)
 		n = split;
 	return (uint32_t)n;
+}
+
+static uint32_t zc_next_piece(const struct sdp_conn *c, const struct iovec *iov,
+			      int iovcnt, size_t skip, const uint8_t **p)
+{
+	return zc_piece(c, iov, iovcnt, skip, p,
+			c->zc_mode_tx == SDP_MODE_PIPELINED);
+}
+
+/* Several pieces to advertise from `skip` on (as in Pipelined mode)? */
+static int zc_several(const struct sdp_conn *c, const struct iovec *iov,
+		      int iovcnt, size_t skip)
+{
+	const uint8_t *p;
+	uint32_t first = zc_piece(c, iov, iovcnt, skip, &p, 1);
+
+	return first && zc_piece(c, iov, iovcnt, skip + first, &p, 1);
 }
 
 /* Register [p, p+len) and post its SrcAvail at the tail of the window. */
@@ -195,6 +212,13 @@ ssize_t sdp_zcopy_send_locked(struct sdp_conn *c, const struct iovec *iov,
 	    c->zc_mode_tx == SDP_MODE_BUFFERED || !c->qp ||
 	    c->peer_rcv_sz <= sdp_wire_hdr_size(SDP_MID_SRC_AVAIL))
 		return -EAGAIN;
+	/* Several pieces: Pipelined mode lets them all be out at once.  The
+	 * ModeChange goes first if a credit allows; else one at a time. */
+	if (c->zc_mode_tx == SDP_MODE_COMBINED &&
+	    zc_several(c, iov, iovcnt, skip))
+		sdp_zcopy_mode_pipelined_self_locked(c);
+	if (c->tx_credits < ZC_MIN_CREDITS)
+		return -EBUSY;	/* the ModeChange took the credit: wait */
 	len = zc_next_piece(c, iov, iovcnt, next, &p);
 	if (!len)
 		return -EAGAIN;
