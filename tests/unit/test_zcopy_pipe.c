@@ -315,6 +315,52 @@ static void test_window(void)
 	CHECK_ALL_RELEASED();
 }
 
+/* A peer announcing MaxAdverts 1 (OFED): no ModeChange, one SrcAvail at a
+ * time with inline bytes (Combined), even for a writev of several. */
+static void test_peer_max_one(void)
+{
+	static const size_t three[] = { 2 * T, 3 * T, T };
+	struct eh_server s = { 0 };
+	struct sdp_conn *cli, *srv;
+	struct sdp_conn_stats a;
+	struct wv w;
+	uint8_t *dst;
+	pthread_t th;
+
+	REQUIRE_OK(eh_listen(&s));
+	REQUIRE_OK(pair(&s, &cli, &srv));
+	set_peer_max(cli, 1);
+	REQUIRE(wv_make(&w, cli, three, 3, 15));
+	dst = calloc(1, w.total);
+	REQUIRE(dst);
+	fake_reader(srv, 1);
+	a = eh_stats(cli);
+	REQUIRE(pthread_create(&th, NULL, wv_main, &w) == 0);
+	CHECK(wait_held(srv, 1));
+	CHECK_EQ(tx_live(cli), 1);
+	CHECK_EQ_U(eh_stats(cli).zc_tx_adverts - a.zc_tx_adverts, 1);
+	CHECK_EQ(read_into(srv, dst, 0, w.total, w.total), w.total);
+	CHECK(eh_join(th, NULL, 10000) == 0);
+	CHECK_EQ(w.ret, w.total);
+	CHECK(!memcmp(w.mem, dst, w.total));
+	CHECK_EQ_U(eh_stats(cli).zc_tx_adverts - a.zc_tx_adverts, 3);
+	CHECK_EQ_U(eh_stats(cli).zc_tx_peak, 1);
+	CHECK_EQ_U(eh_stats(cli).zc_mode_changes, 0);
+	CHECK_EQ_U(eh_stats(cli).zc_tx_bytes - a.zc_tx_bytes,
+		   w.total - 3 * SDP_ZC_INLINE);
+	pthread_mutex_lock(&cli->lock);
+	CHECK_EQ(cli->zc_mode_tx, SDP_MODE_COMBINED);
+	pthread_mutex_unlock(&cli->lock);
+	fake_reader(srv, -1);
+	free(w.mem);
+	free(dst);
+	CHECK_MRS_RELEASED();
+	sdp_conn_close(cli, 0);
+	sdp_conn_close(srv, 0);
+	eh_unlisten(&s);
+	CHECK_ALL_RELEASED();
+}
+
 /* ---- 2. a decline in the middle ----------------------------------------------------- */
 
 static void test_decline_middle(void)
@@ -677,6 +723,7 @@ static void test_violations(void)
 static const struct eh_test tests[] = {
 	{ "writev: several SrcAvails out at once, read in order; mixed "
 	  "elements; peer MaxAdverts; split", test_window },
+	{ "peer MaxAdverts 1: Combined, one at a time", test_peer_max_one },
 	{ "decline in the middle; an advertisement crossing the SendSm",
 	  test_decline_middle },
 	{ "send timeout cancels several at once", test_cancel_window },
