@@ -511,6 +511,34 @@ static void test_cancel_window(void)
 		CHECK_EQ(w.ret, w.total - T);
 		CHECK(!memcmp(w.mem, dst, w.total));
 	}
+	free(w.mem);
+	free(dst);
+
+	/* A SrcAvailCancel that came while a READ was in flight (the loop
+	 * transport completes READs at once: marked by hand) applies to
+	 * all held: the READ's bytes are reported, the rest declined with
+	 * one SendSm, and comes by BCopy. */
+	REQUIRE(wv_make(&w, cli, four, 4, 32));
+	dst = calloc(1, w.total);
+	REQUIRE(dst);
+	a = eh_stats(cli);
+	REQUIRE(pthread_create(&th, NULL, wv_main, &w) == 0);
+	CHECK(wait_held(srv, 4));
+	pthread_mutex_lock(&srv->lock);
+	{
+		struct iovec v = { dst, 3 * T };
+
+		srv->zc_rx.cancel_rcvd = 1;
+		CHECK_EQ(sdp_zcopy_read_locked(srv, &v, 1, 0, 3 * T, 0), 2 * T);
+		CHECK_EQ(sdp_zcopy_rx_held(srv), 0);
+	}
+	pthread_mutex_unlock(&srv->lock);
+	CHECK_EQ(read_into(srv, dst, 2 * T, w.total, 3 * T), w.total);
+	CHECK(eh_join(th, NULL, 10000) == 0);
+	CHECK_EQ(w.ret, w.total);
+	CHECK(!memcmp(w.mem, dst, w.total));
+	CHECK_EQ_U(eh_stats(cli).zc_tx_declined - a.zc_tx_declined, 1);
+	CHECK_EQ_U(eh_stats(cli).zc_tx_bytes - a.zc_tx_bytes, 2 * T);
 	fake_reader(srv, -1);
 	free(w.mem);
 	free(dst);
@@ -663,6 +691,49 @@ static void test_violations(void)
 	CHECK_EQ(post_raw(srv, SDP_MID_RDMA_RD_COMPL, 4 * T + 1, 0, NULL, 0), 0);
 	REQUIRE(eh_join(th, NULL, 10000) == 0);
 	CHECK(w.ret == -ECONNRESET || w.ret == 4 * T);
+	CHECK(eh_poll_until(is_reset, cli, 5000));
+	CHECK_REASON(cli, SDP_REASON_PROTOCOL);
+	CHECK_MRS_RELEASED();
+	fake_reader(srv, -1);
+	sdp_conn_close(cli, 0);
+	sdp_conn_close(srv, 1);
+	free(w.mem);
+
+	/* A SendSm covering only the first two (its MSeqAck is before the
+	 * third: white-box, the sink's rx_mseq set back while it posts):
+	 * two stay outstanding; RdmaRdCompl bytes after it would be out of
+	 * order: reset. */
+	REQUIRE_OK(pair(&s, &cli, &srv));
+	REQUIRE(wv_make(&w, cli, four, 4, 61));
+	w.timeout_ms = eh_ms(20000);
+	fake_reader(srv, 1);
+	REQUIRE(pthread_create(&th, NULL, wv_main, &w) == 0);
+	CHECK(wait_held(srv, 4));
+	{
+		uint32_t second, saved;
+		struct sdp_msg m;
+		uint64_t end = eh_now_ms() + (uint64_t)eh_ms(5000);
+
+		pthread_mutex_lock(&cli->lock);
+		second = cli->zc_tx.adv[(cli->zc_tx.head + 1) %
+					SDP_ZC_WINDOW].mseq;
+		pthread_mutex_unlock(&cli->lock);
+		memset(&m, 0, sizeof(m));
+		m.bsdh.mid = SDP_MID_SEND_SM;
+		pthread_mutex_lock(&srv->lock);
+		saved = srv->rx_mseq;
+		srv->rx_mseq = second;
+		CHECK_EQ(sdp_tx_post_msg_locked(srv, &m, NULL, 0, 0), 0);
+		srv->rx_mseq = saved;
+		pthread_mutex_unlock(&srv->lock);
+		while (tx_live(cli) != 2 && eh_now_ms() < end)
+			eh_pause();
+	}
+	CHECK_EQ(tx_live(cli), 2);
+	CHECK_EQ(eh_state(cli), SDP_ST_ESTABLISHED);
+	CHECK_EQ(post_raw(srv, SDP_MID_RDMA_RD_COMPL, T, 0, NULL, 0), 0);
+	REQUIRE(eh_join(th, NULL, 10000) == 0);
+	CHECK_EQ(w.ret, -ECONNRESET);
 	CHECK(eh_poll_until(is_reset, cli, 5000));
 	CHECK_REASON(cli, SDP_REASON_PROTOCOL);
 	CHECK_MRS_RELEASED();
