@@ -134,6 +134,15 @@ struct sdp_zc_snk {
 	struct sdp_mr *mr;
 };
 
+/* Further SinkAvails of the same recv() (a readv of several large
+ * elements), behind zc_snk, filled in that order. */
+struct sdp_zc_snk_more {
+	uint32_t mseq;
+	uint32_t len;
+	uint32_t written;		/* bytes RdmaWrCompl reported */
+	struct sdp_mr *mr;
+};
+
 /* The peer's SinkAvail we may RDMA-write into (data source side). */
 struct sdp_zc_snk_peer {
 	unsigned active:1;		/* accepted, not yet used or dropped */
@@ -268,8 +277,19 @@ struct sdp_conn {
 	int zc_rdma_st[2];		/* its enum sdp_wc_status */
 
 	/* ---- Write ZCopy and modes (zcopy_sink.c) ---- */
-	struct sdp_zc_snk zc_snk;	/* our SinkAvail (we are the sink) */
-	struct sdp_zc_snk_peer zc_snk_peer; /* the peer's (we are the source) */
+	struct sdp_zc_snk zc_snk;	/* our (first) SinkAvail (we are the sink) */
+	struct sdp_zc_snk_more zc_snk_more[SDP_ZC_WINDOW - 1];
+	uint32_t zc_snk_nmore;		/* further SinkAvails posted */
+	uint32_t zc_snk_cur;		/* of all, the ones filled whole */
+	struct sdp_zc_snk_peer zc_snk_peer; /* the peer's oldest (we are the
+					 * source), then the others: */
+	struct sdp_zc_snk_peer zc_snk_peer_q[SDP_ZC_WINDOW - 1];
+	uint32_t zc_snk_peer_qhead, zc_snk_peer_qn;
+	unsigned zc_snk_peer_drop:1;	/* drop them all after the write */
+	unsigned zc_wrcompl_partial:1;	/* the due RdmaWrCompl ends the
+					 * sink's advertisements */
+	unsigned zc_wrcompl_end_ever:1;
+	uint32_t zc_wrcompl_end_mseq;	/* MSeq of the last such one */
 	uint32_t zc_data_msgs_tx;	/* data-carrying messages sent */
 	uint32_t zc_data_msgs_rx;	/* ... received (SinkAvail NonDiscards) */
 	uint32_t zc_pend_wrcompl;	/* RdmaWrCompl bytes to post (0: none) */

@@ -495,7 +495,8 @@ ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 						 want - copied)) {
 			/* Write ZCopy: the peer writes into this buffer. */
 			ssize_t z = sdp_zcopy_sink_recv_locked(c, iov, iovcnt,
-					copied, want - copied, deadline,
+					copied, want - copied,
+					!!(msg_flags & MSG_WAITALL), deadline,
 					&zc_stop);
 
 			if (z == -EAGAIN)

@@ -132,6 +132,19 @@ static inline uint64_t sdp_zcopy_rx_pending(const struct sdp_conn *c)
 	       c->zc_rx.len - c->zc_rx.off + c->zc_rxq_bytes : 0;
 }
 
+/* Our SinkAvails the source may still write into. */
+static inline uint32_t sdp_zcopy_snk_out(const struct sdp_conn *c)
+{
+	return c->zc_snk.active && !c->zc_snk.ended ?
+	       1 + c->zc_snk_nmore - c->zc_snk_cur : 0;
+}
+
+/* The peer's SinkAvails we hold (we are the source). */
+static inline uint32_t sdp_zcopy_snk_peer_held(const struct sdp_conn *c)
+{
+	return c->zc_snk_peer.active ? 1 + c->zc_snk_peer_qn : 0;
+}
+
 /* The peer's SrcAvails we hold (the one being read and those behind). */
 static inline uint32_t sdp_zcopy_rx_held(const struct sdp_conn *c)
 {
@@ -227,13 +240,15 @@ int sdp_zcopy_rx_mode_change_locked(struct sdp_conn *c, const struct sdp_msg *m)
  * (REQ_PIPE) when needed.  The receive queue is known empty. */
 int sdp_zcopy_sink_wanted_locked(struct sdp_conn *c, const struct iovec *iov,
 				 int iovcnt, size_t skip, size_t want);
-/* Advertise that buffer (SinkAvail) and wait until the source wrote into
- * it, dropped it, or a signal / the deadline / close cancelled it.  Returns
- * the bytes written (0: none; the caller looks at the queue again) and
- * sets *stop (-EINTR, -EAGAIN) when interrupted; or -errno on a reset. */
+/* Advertise that buffer (SinkAvail; with several large iovec elements,
+ * several SinkAvails, filled in order) and wait until the source wrote
+ * into it, dropped it, or a signal / the deadline / close cancelled it
+ * (without `waitall`, the rest is cancelled once the first is full).
+ * Returns the bytes written (0: none; the caller looks at the queue again)
+ * and sets *stop (-EINTR, -EAGAIN) when interrupted; or -errno on a reset. */
 ssize_t sdp_zcopy_sink_recv_locked(struct sdp_conn *c, const struct iovec *iov,
 				   int iovcnt, size_t skip, size_t want,
-				   uint64_t deadline_ns, int *stop);
+				   int waitall, uint64_t deadline_ns, int *stop);
 
 /* Data source: a blocking send of `len` more contiguous bytes could fill
  * the peer's SinkAvail now. */

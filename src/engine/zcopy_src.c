@@ -68,9 +68,8 @@ static uint32_t zc_window(const struct sdp_conn *c)
 
 	if (c->zc_mode_tx != SDP_MODE_PIPELINED)
 		return 1;	/* Combined: at most one (annex 5.1) */
-	/* The peer's MaxAdverts counts our SinkAvail there too. */
-	if (c->zc_snk.active && !c->zc_snk.ended && w > 1)
-		w--;
+	/* The peer's MaxAdverts counts our SinkAvails there too. */
+	w = w > sdp_zcopy_snk_out(c) ? w - sdp_zcopy_snk_out(c) : 1;
 	if (w > sdp_cfg.zcopy_adverts)
 		w = sdp_cfg.zcopy_adverts;
 	if (w > SDP_ZC_WINDOW)
