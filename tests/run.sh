@@ -222,6 +222,8 @@ itest "itest/zcopy-signals-$SMALL" 120 sdp_zcopy --family "$FAM4" --bytes "$SMAL
 # (Read ZCopy only, so the counters show SrcAvails and nothing else).
 itest "itest/zcopy-writev-$MED" 120 sdp_zcopy --family "$FAM4" --bytes "$MED" --thresh 4096 --require read --writev
 itest "itest/zcopy-writev-signals-$SMALL" 120 sdp_zcopy --family "$FAM4" --bytes "$SMALL" --thresh 4096 --writev --signals
+# readv into several large elements: several SinkAvails at once (Write ZCopy).
+itest "itest/zcopy-vec-write-$MED" 120 sdp_zcopy --family "$FAM4" --bytes "$MED" --thresh 4096 --writev --readv --require write
 
 # ---- 4. socket switch: fallback and real programs (issue #3) ----------------------
 # sdp_fallback re-executes itself with and without the preload (it skips when

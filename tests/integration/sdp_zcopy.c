@@ -18,6 +18,9 @@
  *               between them.  Each large element is its own SrcAvail and
  *               several are outstanding at once (Pipelined mode): the
  *               counters must show it (tx_adverts_peak >= 2 on both sides).
+ *   --readv     the reader receives with readv() into up to four elements
+ *               of at least the threshold: with Write ZCopy, each is its
+ *               own SinkAvail.
  *   --signals   a thread interrupts the writer with SIGUSR1 (no SA_RESTART)
  *               every millisecond: blocked ZCopy sends are cancelled
  *               (SrcAvailCancel) and return partial counts or EINTR; the
@@ -50,6 +53,7 @@ static uint64_t opt_bytes = 256ull << 20;
 static int opt_thresh = 4096;
 static int opt_signals;
 static int opt_writev;
+static int opt_readv;
 /* Which ZCopy must have happened, in both directions: "read" (SrcAvail +
  * RDMA READ; Write ZCopy switched off with SDP_ZCOPY_WRITE=0), "write"
  * (SinkAvail + RDMA WRITE), or "any" (one or the other). */
@@ -182,6 +186,27 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
+/* --readv: n bytes at p as up to four elements, the first ones of at
+ * least the threshold. */
+static ssize_t recv_elements(int fd, unsigned char *p, size_t n, prng_t *r)
+{
+	struct iovec iov[4];
+	size_t t = (size_t)opt_thresh;
+	int k = 0;
+
+	while (k < 3 && n >= 2 * t) {
+		size_t e = (size_t)prng_range(r, t, n - t);
+
+		iov[k].iov_base = p;
+		iov[k++].iov_len = e;
+		p += e;
+		n -= e;
+	}
+	iov[k].iov_base = p;
+	iov[k++].iov_len = n;
+	return readv(fd, iov, k);
+}
+
 static void *reader_main(void *arg)
 {
 	struct side *s = arg;
@@ -195,7 +220,8 @@ static void *reader_main(void *arg)
 	prng_seed(&r, s->seed_in + 99);
 	for (;;) {
 		size_t n = (size_t)prng_range(&r, 64 * 1024, cap);
-		ssize_t k = recv(s->fd, buf, n, 0);
+		ssize_t k = opt_readv ? recv_elements(s->fd, buf, n, &r) :
+			recv(s->fd, buf, n, 0);
 
 		if (k < 0 && errno == EINTR)
 			continue;
@@ -345,6 +371,8 @@ int main(int argc, char **argv)
 			opt_signals = 1;
 		} else if (!strcmp(a, "--writev")) {
 			opt_writev = 1;
+		} else if (!strcmp(a, "--readv")) {
+			opt_readv = 1;
 		} else if (!strcmp(a, "--require") && v &&
 			   (!strcmp(v, "read") || !strcmp(v, "write") ||
 			    !strcmp(v, "any"))) {
@@ -352,7 +380,7 @@ int main(int argc, char **argv)
 			i++;
 		} else {
 			fprintf(stderr, "usage: sdp_zcopy %s [--bytes N] [--thresh N] "
-				"[--signals] [--writev] [--require read|write|any]\n",
+				"[--signals] [--writev] [--readv] [--require read|write|any]\n",
 				family_usage());
 			return 2;
 		}
