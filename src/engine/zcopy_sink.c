@@ -26,14 +26,20 @@
  *  - a signal, SO_RCVTIMEO or close(): SinkAvailCancel, then wait for the
  *    SinkCancelAck (or an RdmaWrCompl / data that crossed the cancel).
  * Only then is the buffer deregistered and handed back: the source can no
- * longer write into it.
+ * longer write into it.  A readv of several large elements advertises
+ * each (several SinkAvails, within the peer's MaxAdverts); they are filled
+ * in order, a partial fill ends them all (no hole in the stream), and
+ * without MSG_WAITALL the rest is cancelled once the first ones are full.
  *
  * Source.  A SinkAvail is stale, and dropped, when its NonDiscards differs
  * from our count of data-carrying messages sent: data crossed it and the
  * sink will read that data first (gen1's rule).  A pending SinkAvail is
  * used by the next blocking send() of at least the threshold with nothing
  * queued before it: one RDMA WRITE of min(send, buffer) bytes, then
- * RdmaWrCompl (which ends the advertisement: partial fulfilment).  Any data
+ * RdmaWrCompl (which ends the advertisement: partial fulfilment).  Several
+ * pending ones are queued and filled oldest first; after a partial fill
+ * the rest of that batch is dropped, and SinkAvails the sink sent before
+ * it saw that RdmaWrCompl are stale.  Any data
  * message sent instead supersedes it.  Every SinkAvailCancel is answered
  * with SinkCancelAck, after the RdmaWrCompl of a write that crossed it.
  *
