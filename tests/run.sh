@@ -218,6 +218,12 @@ itest "itest/sdpstat" 60 sdp_stat --family "$FAM4"
 itest "itest/zcopy-read-$MED" 120 sdp_zcopy --family "$FAM4" --bytes "$MED" --thresh 4096 --require read
 itest "itest/zcopy-write-$MED" 120 sdp_zcopy --family "$FAM4" --bytes "$MED" --thresh 4096 --require write
 itest "itest/zcopy-signals-$SMALL" 120 sdp_zcopy --family "$FAM4" --bytes "$SMALL" --thresh 4096 --signals
+# writev of several large elements: several SrcAvails outstanding at once
+# (Read ZCopy only, so the counters show SrcAvails and nothing else).
+itest "itest/zcopy-writev-$MED" 120 sdp_zcopy --family "$FAM4" --bytes "$MED" --thresh 4096 --require read --writev
+itest "itest/zcopy-writev-signals-$SMALL" 120 sdp_zcopy --family "$FAM4" --bytes "$SMALL" --thresh 4096 --writev --signals
+# readv into several large elements: several SinkAvails at once (Write ZCopy).
+itest "itest/zcopy-vec-write-$MED" 120 sdp_zcopy --family "$FAM4" --bytes "$MED" --thresh 4096 --writev --readv --require write
 
 # ---- 4. socket switch: fallback and real programs (issue #3) ----------------------
 # sdp_fallback re-executes itself with and without the preload (it skips when

@@ -55,6 +55,11 @@ struct sdp_zcopy_stats {
 	uint64_t mode_changes;	/* ModeChange messages sent */
 	uint32_t tx_mode;	/* our send half: 0 Buffered, 1 Combined, */
 	uint32_t rx_mode;	/* 2 Pipelined; rx = the peer's send half */
+	/* Several advertisements at once (Pipelined mode). */
+	uint64_t tx_adverts_peak; /* most of our SrcAvails outstanding */
+	uint64_t rx_adverts_peak; /* most peer SrcAvails held at once */
+	uint32_t peer_max_adverts; /* MaxAdverts the peer announced */
+	uint32_t max_adverts;	/* MaxAdverts we announced */
 };
 
 #ifdef __cplusplus

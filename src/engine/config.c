@@ -26,6 +26,8 @@ struct sdp_config sdp_cfg = {
 	.fork_claim_ms = 1000,
 	.zcopy_thresh = 1048576,	/* measured crossover: docs/BENCHMARKS.md */
 	.zcopy_adv_timeout_ms = 1000,	/* OFED SDP_SRCAVAIL_ADV_TIMEOUT */
+	.zcopy_adverts = 8,		/* SDP_ZC_WINDOW */
+	.zcopy_split = 0,
 	.zcopy_write = 1,
 	.appwake = 1,
 	.transport = "shm",
@@ -69,6 +71,8 @@ static void config_load(void)
 	env_u32("SDP_ZCOPY_THRESH", &sdp_cfg.zcopy_thresh, 0, 0x7fffffff);
 	env_u32("SDP_ZCOPY_ADV_TIMEOUT_MS", &sdp_cfg.zcopy_adv_timeout_ms, 1,
 		3600000);
+	env_u32("SDP_ZCOPY_ADVERTS", &sdp_cfg.zcopy_adverts, 1, 8);
+	env_u32("SDP_ZCOPY_SPLIT", &sdp_cfg.zcopy_split, 0, 1u << 30);
 	env_u32("SDP_ZCOPY_WRITE", &sdp_cfg.zcopy_write, 0, 1);
 	env_u32("SDP_APPWAKE", &sdp_cfg.appwake, 0, 1);
 	env_u32("SDP_LOG", &lvl, 0, 3);

@@ -22,6 +22,10 @@ struct sdp_config {
 	uint32_t zcopy_thresh;	/* SDP_ZCOPY_THRESH: default ZCopy threshold, 0 off */
 	uint32_t zcopy_adv_timeout_ms; /* SDP_ZCOPY_ADV_TIMEOUT_MS: cancel an
 				 * unanswered SrcAvail after this long */
+	uint32_t zcopy_adverts;	/* SDP_ZCOPY_ADVERTS: most SrcAvails one send()
+				 * keeps outstanding in Pipelined mode (1..8) */
+	uint32_t zcopy_split;	/* SDP_ZCOPY_SPLIT: advertise a large buffer in
+				 * pieces of this many bytes (0 = whole) */
 	uint32_t zcopy_write;	/* SDP_ZCOPY_WRITE: 1 = a large blocking recv
 				 * may advertise SinkAvail (Write ZCopy) */
 	uint32_t appwake;	/* SDP_APPWAKE: 1 = the peer may wake an

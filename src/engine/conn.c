@@ -114,6 +114,7 @@ int sdp_conn_alloc(struct sdp_conn **out)
 	/* Both halves start Combined, as gen1 (annex 5.1). */
 	c->zc_mode_tx = SDP_MODE_COMBINED;
 	c->zc_mode_rx = SDP_MODE_COMBINED;
+	c->zc_peer_max_adverts = 1;	/* until the Hello says more */
 	c->owner_slot = sdp_owner_alloc();
 	sdp_stat_conn_attach(c);	/* sdpstat record */
 	*out = c;
@@ -331,6 +332,7 @@ static int conn_handle_cm_event_locked(struct sdp_conn *c)
 		}
 		c->peer_rcv_sz = ack.act_rcv_sz;
 		c->tx_credits = ack.bsdh.bufs;
+		c->zc_peer_max_adverts = ack.max_adverts;
 		SDP_TP(c->qp)->addresses(c->qp, &c->addr);
 		return sdp_conn_set_state_locked(c, SDP_ST_ESTABLISHED);
 	case SDP_CM_REJECTED:
@@ -373,6 +375,7 @@ int sdp_conn_accept_req(struct sdp_conn_req *req, const struct sdp_hello *hello,
 		goto err;
 	c->peer_rcv_sz = hello->local_rcv_sz;
 	c->tx_credits = hello->bsdh.bufs;
+	c->zc_peer_max_adverts = hello->max_adverts;
 	memset(&ack, 0, sizeof(ack));
 	ack.bsdh.mid = SDP_MID_HELLO_ACK;
 	ack.bsdh.bufs = (uint16_t)c->posted;

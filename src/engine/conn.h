@@ -75,6 +75,8 @@ struct sdp_conn_stats {
 	uint64_t zc_rx_adverts;		/* peer SrcAvails we accepted to read */
 	uint64_t zc_rx_bytes;		/* bytes we RDMA-read into app buffers */
 	uint64_t zc_rx_declined;	/* SendSm we sent (declines, cancel acks) */
+	uint64_t zc_tx_peak;		/* most SrcAvails outstanding at once */
+	uint64_t zc_rx_peak;		/* most peer SrcAvails held at once */
 	/* Write ZCopy (zcopy_sink.c). */
 	uint64_t zc_wr_sink_adverts;	/* SinkAvail sent (our recv buffers) */
 	uint64_t zc_wr_rx_bytes;	/* bytes the peer RDMA-wrote into them */
@@ -87,21 +89,36 @@ struct sdp_conn_stats {
 	uint64_t zc_mode_changes;	/* ModeChange sent */
 };
 
-/* Our outstanding SrcAvail (data source side, Combined mode: at most one).
- * Owned by the thread blocked in send(); rx.c/zcopy.c update the counts. */
-struct sdp_zc_tx {
-	unsigned active:1;		/* advertised, not yet ended */
-	unsigned ended:1;		/* peer ended it (all read, or SendSm) */
-	unsigned declined:1;		/* ended by SendSm */
-	unsigned cancel_want:1;		/* SrcAvailCancel to post */
-	unsigned cancel_sent:1;
-	unsigned crossed:1;		/* a peer SrcAvail arrived meanwhile */
+/* Largest number of ZCopy advertisements we accept outstanding towards us
+ * (our MaxAdverts: SrcAvails, plus at most one SinkAvail, annex 5.1), and
+ * the most SrcAvails one send() keeps outstanding. */
+#define SDP_ZC_WINDOW 8
+
+/* One of our SrcAvails. */
+struct sdp_zc_adv {
 	uint32_t mseq;			/* the SrcAvail's MSeq */
 	uint32_t len;			/* advertised bytes (inline included) */
 	uint32_t inl;			/* bytes carried inline */
 	uint32_t rd_done;		/* RDMA-read bytes reported so far */
+	unsigned ended:1;		/* all read, or a SendSm covered it */
+	unsigned declined:1;		/* ended by SendSm */
 	struct sdp_mr *mr;
+};
+
+/* Our outstanding SrcAvails (data source side): one in Combined mode, up
+ * to the window in Pipelined mode, all of one send(), in stream order.
+ * The sink consumes them in that order, so the ended ones are always a
+ * prefix of the ring.  Owned by the thread blocked in send(); rx.c and
+ * zcopy_src.c update the counts. */
+struct sdp_zc_tx {
+	unsigned active:1;		/* a send() owns advertisements */
+	unsigned declined:1;		/* a SendSm ended one: post no more */
+	unsigned cancel_want:1;		/* SrcAvailCancel to post */
+	unsigned cancel_sent:1;
+	uint32_t head, n;		/* adv[head..head+n): posted, kept */
+	uint32_t live;			/* the last `live` of them not ended */
 	uint64_t progress_ns;		/* last sign of the sink's progress */
+	struct sdp_zc_adv adv[SDP_ZC_WINDOW];
 };
 
 /* Our SinkAvail (data sink side, Write ZCopy): at most one, owned by the
@@ -117,6 +134,15 @@ struct sdp_zc_snk {
 	struct sdp_mr *mr;
 };
 
+/* Further SinkAvails of the same recv() (a readv of several large
+ * elements), behind zc_snk, filled in that order. */
+struct sdp_zc_snk_more {
+	uint32_t mseq;
+	uint32_t len;
+	uint32_t written;		/* bytes RdmaWrCompl reported */
+	struct sdp_mr *mr;
+};
+
 /* The peer's SinkAvail we may RDMA-write into (data source side). */
 struct sdp_zc_snk_peer {
 	unsigned active:1;		/* accepted, not yet used or dropped */
@@ -127,7 +153,7 @@ struct sdp_zc_snk_peer {
 	uint32_t len;
 };
 
-/* The peer's SrcAvail we may still read (data sink side). */
+/* The peer's SrcAvail we read now (data sink side): the oldest one held. */
 struct sdp_zc_rx {
 	unsigned active:1;
 	unsigned reading:1;		/* an RDMA READ is in flight */
@@ -138,6 +164,14 @@ struct sdp_zc_rx {
 	uint32_t len;			/* advertised bytes (inline included) */
 	uint32_t off;			/* bytes of it consumed (inline + read) */
 	uint64_t decline_ns;		/* no reader came by then: decline */
+};
+
+/* Further SrcAvails held behind it (Pipelined mode), in stream order. */
+struct sdp_zc_rx_next {
+	uint32_t mseq;
+	uint32_t rkey;
+	uint64_t vaddr;
+	uint32_t len;
 };
 
 struct sdp_conn {
@@ -217,7 +251,13 @@ struct sdp_conn {
 
 	/* ---- ZCopy (zcopy.c) ---- */
 	struct sdp_zc_tx zc_tx;
-	struct sdp_zc_rx zc_rx;
+	struct sdp_zc_rx zc_rx;		/* the oldest peer SrcAvail held */
+	struct sdp_zc_rx_next zc_rxq[SDP_ZC_WINDOW - 1]; /* the ones after */
+	uint32_t zc_rxq_head, zc_rxq_n;
+	uint64_t zc_rxq_bytes;		/* advertised bytes in zc_rxq */
+	uint32_t zc_sendsm_mseq;	/* MSeq of our latest SendSm */
+	unsigned zc_sendsm_ever:1;	/* we sent a SendSm at least once */
+	uint8_t zc_peer_max_adverts;	/* the peer's MaxAdverts (Hello) */
 	uint32_t zc_pend_rdcompl;	/* read bytes not yet reported */
 	uint32_t zc_pend_sendsm;	/* SendSm messages to post */
 	uint32_t zc_readers;		/* recv() calls in progress */
@@ -237,8 +277,19 @@ struct sdp_conn {
 	int zc_rdma_st[2];		/* its enum sdp_wc_status */
 
 	/* ---- Write ZCopy and modes (zcopy_sink.c) ---- */
-	struct sdp_zc_snk zc_snk;	/* our SinkAvail (we are the sink) */
-	struct sdp_zc_snk_peer zc_snk_peer; /* the peer's (we are the source) */
+	struct sdp_zc_snk zc_snk;	/* our (first) SinkAvail (we are the sink) */
+	struct sdp_zc_snk_more zc_snk_more[SDP_ZC_WINDOW - 1];
+	uint32_t zc_snk_nmore;		/* further SinkAvails posted */
+	uint32_t zc_snk_cur;		/* of all, the ones filled whole */
+	struct sdp_zc_snk_peer zc_snk_peer; /* the peer's oldest (we are the
+					 * source), then the others: */
+	struct sdp_zc_snk_peer zc_snk_peer_q[SDP_ZC_WINDOW - 1];
+	uint32_t zc_snk_peer_qhead, zc_snk_peer_qn;
+	unsigned zc_snk_peer_drop:1;	/* drop them all after the write */
+	unsigned zc_wrcompl_partial:1;	/* the due RdmaWrCompl ends the
+					 * sink's advertisements */
+	unsigned zc_wrcompl_end_ever:1;
+	uint32_t zc_wrcompl_end_mseq;	/* MSeq of the last such one */
 	uint32_t zc_data_msgs_tx;	/* data-carrying messages sent */
 	uint32_t zc_data_msgs_rx;	/* ... received (SinkAvail NonDiscards) */
 	uint32_t zc_pend_wrcompl;	/* RdmaWrCompl bytes to post (0: none) */

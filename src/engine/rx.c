@@ -141,8 +141,9 @@ static int rx_dispatch(struct sdp_conn *c, uint32_t idx, const struct sdp_msg *m
 				return sdp_zcopy_rx_sink_avail_locked(c, m);
 			return 0;
 		}
-		if (c->zc_rx.active) {
-			/* The source must hold data back (annex 5.3). */
+		if (c->zc_rx.active && m->bsdh.mid != SDP_MID_SRC_AVAIL) {
+			/* The source must hold data back (annex 5.3); more
+			 * SrcAvails: counted by the check above. */
 			protocol_error(c, "data while a SrcAvail is outstanding",
 				       m->bsdh.mid);
 			return -EPROTO;
@@ -494,7 +495,8 @@ ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 						 want - copied)) {
 			/* Write ZCopy: the peer writes into this buffer. */
 			ssize_t z = sdp_zcopy_sink_recv_locked(c, iov, iovcnt,
-					copied, want - copied, deadline,
+					copied, want - copied,
+					!!(msg_flags & MSG_WAITALL), deadline,
 					&zc_stop);
 
 			if (z == -EAGAIN)

@@ -350,16 +350,17 @@ static size_t tx_direct(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 }
 
 /*
- * One ZCopy step of a blocking send (annex 5.3/5.4).  Returns 1 after an
- * advertisement ended (*sent advanced; *zc_ok cleared if the sink declined:
- * the rest of this send goes by BCopy), 0 to use BCopy now (*zc_ok cleared)
- * or to wait for credits (*zc_ok still set), 3 to queue by BCopy this round
- * (data is queued already; ZCopy is tried again once it drained), 2 to return
- * *sent now (cancelled by a signal or the send timeout), -errno to return
- * that (the same with nothing sent).
+ * One ZCopy step of a blocking send (annex 5.3/5.4): the iovec elements
+ * from stream offset *sent on, as long as each is at least the threshold.
+ * Returns 1 after the advertisements ended (*sent advanced; *zc_ok cleared
+ * if the sink declined: the rest of this send goes by BCopy), 0 to use
+ * BCopy now (*zc_ok cleared) or to wait for credits (*zc_ok still set), 3
+ * to queue by BCopy this round (data is queued already; ZCopy is tried
+ * again once it drained), 2 to return *sent now (cancelled by a signal or
+ * the send timeout), -errno to return that (the same with nothing sent).
  */
-static int tx_zcopy(struct sdp_conn *c, const struct iovec *iov, size_t *sent,
-		    size_t total, uint64_t deadline, int *zc_ok)
+static int tx_zcopy(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
+		    size_t *sent, uint64_t deadline, int *zc_ok)
 {
 	enum sdp_zc_end end;
 	int serr;
@@ -367,13 +368,16 @@ static int tx_zcopy(struct sdp_conn *c, const struct iovec *iov, size_t *sent,
 
 	/* Unlike OFED we advertise even while holding the peer's SrcAvail:
 	 * if nobody reads it, the hold time declines it (zcopy.c). */
+	if (c->txq_len)	/* small data held for coalescing: push it first */
+		sdp_tx_flush_locked(c, 1);
 	if (c->txq_len)
 		return 3;	/* a BCopy backlog: queue behind it this round */
 	if (c->zc_tx.active || c->tx_credits < SDP_DATA_MIN_CREDITS ||
 	    !tx_can_send_data(c))
 		return 0;	/* wait: another advertisement, or credits */
-	n = sdp_zcopy_send_locked(c, (const uint8_t *)iov[0].iov_base + *sent,
-				  total - *sent, deadline, &end, &serr);
+	n = sdp_zcopy_send_locked(c, iov, iovcnt, *sent, deadline, &end, &serr);
+	if (n == -EBUSY)
+		return 0;	/* wait for credits */
 	if (n < 0) {
 		*zc_ok = 0;	/* could not register: BCopy */
 		return 0;
@@ -386,6 +390,28 @@ static int tx_zcopy(struct sdp_conn *c, const struct iovec *iov, size_t *sent,
 	return 1;
 }
 
+/* How much of a blocking send to copy (BCopy) from stream offset `sent`
+ * before trying ZCopy again: up to the next iovec element of at least the
+ * threshold after the current one, which ZCopy advertises. */
+static size_t tx_bcopy_span(struct sdp_conn *c, const struct iovec *iov,
+			    int iovcnt, size_t sent, size_t total)
+{
+	uint32_t t = sdp_zcopy_thresh_locked(c);
+	const uint8_t *p;
+	size_t span, n;
+
+	if (iovcnt == 1 || !t || !sdp_zcopy_rdma_ok_locked(c))
+		return total - sent;
+	span = sdp_zcopy_iov_piece(iov, iovcnt, sent, &p);
+	while (sent + span < total) {
+		n = sdp_zcopy_iov_piece(iov, iovcnt, sent + span, &p);
+		if (n >= t)
+			break;
+		span += n;
+	}
+	return span;
+}
+
 ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 		      int msg_flags, int io_flags, int timeout_ms)
 {
@@ -394,8 +420,10 @@ ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 	int oob = !!(msg_flags & MSG_OOB);
 	uint64_t deadline = timeout_ms > 0 ?
 		sdp_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
-	/* ZCopy: blocking sends of one contiguous buffer only. */
-	int zc_ok = !nonblock && !oob && iovcnt == 1;
+	/* ZCopy: blocking sends only; each large iovec element apart. */
+	int zc_ok = !nonblock && !oob;
+	const uint8_t *zp = NULL;
+	size_t zlen = 0, span, span_end;
 	ssize_t ret;
 	uint32_t seq;
 	int r;
@@ -425,13 +453,14 @@ ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 				ret = sent ? (ssize_t)sent : -ENOMEM;
 				goto out;
 			}
+			if (zc_ok)
+				zlen = sdp_zcopy_iov_piece(iov, iovcnt, sent,
+							   &zp);
 			if (zc_ok && c->zc_snk_peer.active &&
-			    sdp_zcopy_write_wanted_locked(c, total - sent)) {
+			    sdp_zcopy_write_wanted_locked(c, zlen)) {
 				/* Write ZCopy into the peer's waiting recv()
 				 * buffer; not possible now: on as usual. */
-				ssize_t w = sdp_zcopy_write_locked(c,
-					(const uint8_t *)iov[0].iov_base + sent,
-					total - sent);
+				ssize_t w = sdp_zcopy_write_locked(c, zp, zlen);
 
 				if (w > 0) {
 					sent += (size_t)w;
@@ -442,8 +471,8 @@ ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 				if (c->state == SDP_ST_RESET)
 					continue;
 			}
-			if (zc_ok && sdp_zcopy_tx_wanted(c, total - sent)) {
-				r = tx_zcopy(c, iov, &sent, total, deadline,
+			if (zc_ok && sdp_zcopy_tx_wanted(c, zlen)) {
+				r = tx_zcopy(c, iov, iovcnt, &sent, deadline,
 					     &zc_ok);
 				if (r == 1)
 					continue;	/* advertised: go on */
@@ -456,16 +485,18 @@ ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 				if (r == 0 && zc_ok)
 					goto wait;	/* for credits */
 			}
+			span = zc_ok ? tx_bcopy_span(c, iov, iovcnt, sent,
+						     total) : total - sent;
+			span_end = sent + span;
 			if (!oob && c->txq_len == 0 && c->caps.max_inline >=
 			    c->peer_rcv_sz)
-				sent += tx_direct(c, iov, iovcnt, sent,
-						  total - sent);
+				sent += tx_direct(c, iov, iovcnt, sent, span);
 			if (c->state == SDP_ST_RESET)
 				continue;	/* a post failed: report it, do
 						 * not queue onto a dead conn */
-			if (sent < total)
+			if (sent < total && sent < span_end)
 				sent += tx_enqueue(c, iov, iovcnt, sent,
-						   total - sent);
+						   span_end - sent);
 			if (oob && sent == total && total > 0) {
 				c->tx_urg = 1;
 				c->tx_urg_off = c->tx_queued_off;

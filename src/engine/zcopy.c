@@ -1,28 +1,28 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * zcopy.c — Read ZCopy, Combined mode (annex §5.1-5.5), over the transport
- * interface: reg_mr + SrcAvail at the source, RDMA READ + RdmaRdCompl (or
- * SendSm) at the sink, SrcAvailCancel and its acknowledgement.
+ * zcopy.c — Read ZCopy (annex §5.1-5.5) over the transport interface: the
+ * data sink (RDMA READ + RdmaRdCompl, or SendSm), the RDMA helper both
+ * ZCopy kinds use, and the pending ZCopy control messages.  The data
+ * source (registration + SrcAvail, several outstanding in Pipelined mode)
+ * is in zcopy_src.c; Write ZCopy and the modes in zcopy_sink.c.
  *
- * Source: the thread blocked in send() owns the advertisement.  It registers
- * the application's buffer (REMOTE_READ) for this one send only — no
- * registration cache, so a buffer unmapped or reallocated between sends can
- * never be read through a stale translation — sends SrcAvail with the first
- * SDP_ZC_INLINE bytes inline, and sleeps until RdmaRdCompl totals cover the
- * rest or a SendSm ends it; it deregisters before returning.  A signal, the
- * send timeout or SDP_ZCOPY_ADV_TIMEOUT_MS without any sign of the sink
- * reading cancel it (SrcAvailCancel, then wait for the acknowledgement:
- * SendSm, or RdmaRdCompl covering everything).
- *
- * Sink: the SrcAvail's inline bytes are queued as ordinary stream data; the
- * advertised remainder follows them in the stream.  When a recv() reaches it
- * with a buffer of at least min(threshold, remaining) bytes, the remainder is
- * RDMA-read straight into the application's buffer (registered LOCAL_WRITE
- * for that read only) and reported with RdmaRdCompl.  Otherwise (small
- * buffer, MSG_PEEK, ZCopy off, no reader within the hold time, closed socket)
- * the sink declines with SendSm and the source sends the rest by BCopy: the
- * private receive buffers belong to the peer's SENDs, so there is nowhere
- * else to read into.
+ * Sink: a SrcAvail's inline bytes (Combined mode) are queued as ordinary
+ * stream data; the advertised remainder follows them in the stream.  In
+ * Pipelined mode several SrcAvails may be held: zc_rx is the oldest, the
+ * others wait in zc_rxq, and they are read strictly in that order (the
+ * source may not send Data meanwhile, annex 5.3, so they are contiguous in
+ * the stream).  When a recv() reaches them with a buffer of at least
+ * min(threshold, remaining) bytes, they are RDMA-read straight into the
+ * application's buffer (registered LOCAL_WRITE for that read only) and
+ * reported with RdmaRdCompl (bytes since the last report, whichever
+ * advertisements they came from).  Otherwise (small buffer, MSG_PEEK,
+ * ZCopy off, no reader within the hold time, closed socket) the sink
+ * declines with SendSm — all it holds at once: the rest must come by
+ * BCopy in stream order, and the source may not send Data while any of its
+ * SrcAvails is out.  A SrcAvail the source sent before it saw that SendSm
+ * follows the declined ones in the stream, so it is declined on arrival.
+ * The private receive buffers belong to the peer's SENDs, so there is
+ * nowhere else to read into.
  *
  * A SrcAvail no recv() is reading is held SDP_ZC_HOLD_MS, then declined.  So
  * both sides advertising at once with nobody reading (each application
@@ -60,7 +60,8 @@ void sdp_zcopy_set_thresh_locked(struct sdp_conn *c, int v)
 		sdp_tx_flush_locked(c, 0);
 }
 
-static void zc_protocol_error(struct sdp_conn *c, const char *what, uint8_t mid)
+void sdp_zcopy_protocol_error_locked(struct sdp_conn *c, const char *what,
+				     uint8_t mid)
 {
 	sdp_log(SDP_LOG_ERR, "conn %u: protocol error: %s (%s) in %s", c->id,
 		what, sdp_mid_name(mid), sdp_state_name(c->state));
@@ -119,15 +120,43 @@ static int zc_post_ctl(struct sdp_conn *c, uint8_t mid, uint32_t len)
 	return sdp_tx_post_msg_any_locked(c, &m, NULL, 0, 0);
 }
 
-/* Decline without flushing (the flush may be our caller). */
+/* Decline without flushing (the flush may be our caller): every
+ * advertisement held goes, answered by one SendSm. */
 static void zc_decline_noflush(struct sdp_conn *c)
 {
 	if (!c->zc_rx.active)
 		return;
 	c->zc_rx.active = 0;
 	c->zc_rx.cancel_rcvd = 0;
+	c->zc_rxq_n = 0;
+	c->zc_rxq_bytes = 0;
 	c->zc_pend_sendsm++;
 	c->stats.zc_rx_declined++;
+}
+
+/* The oldest advertisement is read completely: the next one held (if
+ * any) becomes the one to read. */
+static void zc_rx_next(struct sdp_conn *c)
+{
+	struct sdp_zc_rx *zr = &c->zc_rx;
+	const struct sdp_zc_rx_next *nx;
+	uint64_t decline_ns = zr->decline_ns;
+
+	if (!c->zc_rxq_n) {
+		zr->active = 0;
+		return;
+	}
+	nx = &c->zc_rxq[c->zc_rxq_head];
+	memset(zr, 0, sizeof(*zr));
+	zr->active = 1;
+	zr->mseq = nx->mseq;
+	zr->rkey = nx->rkey;
+	zr->vaddr = nx->vaddr;
+	zr->len = nx->len;
+	zr->decline_ns = decline_ns;
+	c->zc_rxq_bytes -= nx->len;
+	c->zc_rxq_head = (c->zc_rxq_head + 1) % (SDP_ZC_WINDOW - 1);
+	c->zc_rxq_n--;
 }
 
 /* An advertisement no recv() is reading: decline it once its hold time
@@ -173,9 +202,13 @@ void sdp_zcopy_flush_ctl_locked(struct sdp_conn *c)
 		if (!zc_can_post(c) || zc_post_ctl(c, SDP_MID_SEND_SM, 0) < 0)
 			return;
 		c->zc_pend_sendsm--;
+		/* SrcAvails sent before the source sees this one follow
+		 * what it declines: they are declined on arrival. */
+		c->zc_sendsm_mseq = c->tx_next_mseq - 1;
+		c->zc_sendsm_ever = 1;
 	}
 	if (c->zc_tx.cancel_want && !c->zc_tx.cancel_sent) {
-		if (!c->zc_tx.active || c->zc_tx.ended) {
+		if (!c->zc_tx.active || !c->zc_tx.live) {
 			c->zc_tx.cancel_want = 0;
 			return;
 		}
@@ -195,201 +228,47 @@ void sdp_zcopy_decline_locked(struct sdp_conn *c)
 	sdp_tx_flush_locked(c, 0);
 }
 
-/* ---- source ---------------------------------------------------------------- */
-
-static void zc_request_cancel(struct sdp_conn *c)
-{
-	if (c->zc_tx.cancel_want || c->zc_tx.ended)
-		return;
-	c->zc_tx.cancel_want = 1;
-	sdp_tx_flush_locked(c, 0);
-}
-
-ssize_t sdp_zcopy_send_locked(struct sdp_conn *c, const void *p, size_t len,
-			      uint64_t deadline_ns, enum sdp_zc_end *end,
-			      int *stop_err)
-{
-	const uint64_t adv_ns = sdp_cfg.zcopy_adv_timeout_ms * 1000000ull;
-	struct sdp_zc_tx *zt = &c->zc_tx;
-	uint32_t chunk, inl, room;
-	uint64_t cancel_dl = 0;
-	struct sdp_mr *mr = NULL;
-	struct sdp_sge sg;
-	struct sdp_msg m;
-	int stop = 0, r;
-	ssize_t taken;
-
-	*end = SDP_ZC_DONE;
-	*stop_err = 0;
-	if (zt->active || c->txq_len || c->tx_credits < ZC_MIN_CREDITS ||
-	    sdp_zcopy_tx_blocks_data(c) ||
-	    c->zc_mode_tx == SDP_MODE_BUFFERED ||
-	    !c->qp || len < 2 ||
-	    c->peer_rcv_sz <= sdp_wire_hdr_size(SDP_MID_SRC_AVAIL))
-		return -EAGAIN;
-	chunk = len > SDP_ZC_MAX_ADVERT ? SDP_ZC_MAX_ADVERT : (uint32_t)len;
-	room = c->peer_rcv_sz - sdp_wire_hdr_size(SDP_MID_SRC_AVAIL);
-	/* Combined mode: at least one byte inline; Pipelined: none (5.1). */
-	inl = c->zc_mode_tx == SDP_MODE_PIPELINED ? 0 : SDP_ZC_INLINE;
-	if (inl > room)
-		inl = room;
-	if (inl > chunk - 1)
-		inl = chunk - 1;
-	r = SDP_TP(c->qp)->reg_mr(c->qp, (void *)(uintptr_t)p, chunk,
-				  SDP_ACCESS_REMOTE_READ, &mr);
-	if (r < 0)
-		return r;
-	atomic_fetch_add(&sdp_zcopy_live_mrs, 1);
-
-	memset(&m, 0, sizeof(m));
-	m.bsdh.mid = SDP_MID_SRC_AVAIL;
-	m.h.srcah.len = chunk;
-	m.h.srcah.rkey = mr->rkey;
-	m.h.srcah.vaddr = mr->remote_addr;
-	sg.addr = (uint64_t)(uintptr_t)p;
-	sg.length = inl;
-	sg.lkey = 0;
-	r = sdp_tx_post_msg_locked(c, &m, inl ? &sg : NULL, inl ? 1 : 0, inl);
-	if (r < 0) {
-		zc_dereg(c, mr);
-		return r;
-	}
-	memset(zt, 0, sizeof(*zt));
-	zt->active = 1;
-	zt->mseq = c->tx_next_mseq - 1;
-	zt->len = chunk;
-	zt->inl = inl;
-	zt->mr = mr;
-	zt->progress_ns = sdp_now_ns();
-	c->zc_last_tx_mseq = zt->mseq;
-	c->zc_ever_tx = 1;
-	c->zc_sendsm_grace = 0;
-	c->stats.zc_tx_adverts++;
-
-	for (;;) {
-		uint32_t seq = SDP_TP(c->qp)->wait_seq(c->qp);
-		uint64_t now, dl;
-
-		sdp_conn_progress_locked(c);
-		if (zt->ended || c->state == SDP_ST_RESET)
-			break;
-		now = sdp_now_ns();
-		if (!zt->cancel_want && now - zt->progress_ns >= adv_ns) {
-			/* The sink shows no sign of reading (busy, or blocked
-			 * itself): take the buffer back, send by BCopy. */
-			sdp_log(SDP_LOG_DEBUG, "conn %u: SrcAvail unanswered, "
-				"cancelling", c->id);
-			zc_request_cancel(c);
-		}
-		if (zt->cancel_want && !cancel_dl)
-			cancel_dl = now + SDP_ZC_CANCEL_TIMEOUT_MS * 1000000ull;
-		if (cancel_dl && now >= cancel_dl) {
-			sdp_log(SDP_LOG_ERR, "conn %u: SrcAvailCancel never "
-				"acknowledged", c->id);
-			sdp_conn_reset_locked(c, -ECONNRESET,
-					      SDP_REASON_TIMEOUT);
-			break;
-		}
-		dl = cancel_dl ? cancel_dl : zt->progress_ns + adv_ns;
-		if (!stop && deadline_ns && deadline_ns < dl)
-			dl = deadline_ns;
-		pthread_mutex_unlock(&c->lock);
-		r = sdp_conn_wait(c, seq, dl);
-		pthread_mutex_lock(&c->lock);
-		if (r == -EINTR && !stop) {
-			stop = -EINTR;
-			zc_request_cancel(c);
-		} else if (r == -ETIMEDOUT && !stop && deadline_ns &&
-			   sdp_now_ns() >= deadline_ns) {
-			stop = -EAGAIN;
-			zc_request_cancel(c);
-		}
-	}
-
-	taken = (ssize_t)zt->inl + zt->rd_done;
-	if (zt->declined)
-		*end = SDP_ZC_DECLINED;
-	if (zt->cancel_sent && !zt->declined)
-		c->zc_sendsm_grace = 1;	/* full read crossed our cancel */
-	if (stop && zt->ended) {
-		*end = SDP_ZC_STOPPED;
-		*stop_err = stop;
-	}
-	if (!zt->ended)
-		*end = SDP_ZC_STOPPED;	/* reset: the caller reports it */
-	c->stats.zc_tx_bytes += zt->rd_done;
-	c->stats.bytes_sent += zt->rd_done;
-	c->tx_queued_off += (uint64_t)taken;
-	zc_dereg(c, zt->mr);
-	memset(zt, 0, sizeof(*zt));
-	/* BCopy data held back behind the advertisement may go now. */
-	sdp_tx_flush_locked(c, 0);
-	return taken;
-}
-
-int sdp_zcopy_rx_rd_compl_locked(struct sdp_conn *c, const struct sdp_msg *m)
-{
-	struct sdp_zc_tx *zt = &c->zc_tx;
-
-	if (!zt->active || zt->ended ||
-	    sdp_seq_before(m->bsdh.mseq_ack, zt->mseq)) {
-		if (c->zc_ever_tx &&
-		    sdp_seq_before(m->bsdh.mseq_ack, c->zc_last_tx_mseq))
-			return 0;	/* older than our SrcAvail: ignored */
-		zc_protocol_error(c, "RdmaRdCompl with nothing outstanding",
-				  m->bsdh.mid);
-		return -EPROTO;
-	}
-	if (m->h.len > zt->len - zt->inl - zt->rd_done) {
-		zc_protocol_error(c, "RdmaRdCompl beyond the advertisement",
-				  m->bsdh.mid);
-		return -EPROTO;
-	}
-	zt->rd_done += m->h.len;
-	zt->progress_ns = sdp_now_ns();
-	if (zt->rd_done == zt->len - zt->inl)
-		zt->ended = 1;
-	return 0;
-}
-
-int sdp_zcopy_rx_send_sm_locked(struct sdp_conn *c, const struct sdp_msg *m)
-{
-	struct sdp_zc_tx *zt = &c->zc_tx;
-
-	if (zt->active && !zt->ended &&
-	    !sdp_seq_before(m->bsdh.mseq_ack, zt->mseq)) {
-		zt->ended = 1;
-		zt->declined = 1;
-		c->stats.zc_tx_declined++;
-		return 0;
-	}
-	if (c->zc_sendsm_grace && !zt->active) {
-		/* Our cancel crossed a complete read; the sink may ack it. */
-		c->zc_sendsm_grace = 0;
-		return 0;
-	}
-	if (c->zc_ever_tx &&
-	    sdp_seq_before(m->bsdh.mseq_ack, c->zc_last_tx_mseq))
-		return 0;	/* older than our SrcAvail: ignored */
-	zc_protocol_error(c, "SendSm with no SrcAvail outstanding", m->bsdh.mid);
-	return -EPROTO;
-}
-
 /* ---- sink ------------------------------------------------------------------ */
 
 void sdp_zcopy_rx_advert_locked(struct sdp_conn *c, const struct sdp_msg *m)
 {
 	struct sdp_zc_rx *zr = &c->zc_rx;
 
-	memset(zr, 0, sizeof(*zr));
-	zr->active = 1;
-	zr->mseq = m->bsdh.mseq;
-	zr->rkey = m->h.srcah.rkey;
-	zr->vaddr = m->h.srcah.vaddr;
-	zr->len = m->h.srcah.len;
-	zr->off = m->payload_len;
-	c->stats.zc_rx_adverts++;
 	c->rx_pulse = 1;
+	if (c->zc_pend_sendsm ||
+	    (c->zc_sendsm_ever &&
+	     sdp_seq_before(m->bsdh.mseq_ack, c->zc_sendsm_mseq))) {
+		/* Sent before the source saw our SendSm: it follows the
+		 * advertisements we declined, whose rest comes by BCopy
+		 * first.  Declined too (a pending SendSm covers it). */
+		if (!c->zc_pend_sendsm)
+			c->zc_pend_sendsm++;
+		c->stats.zc_rx_declined++;
+		return;
+	}
+	if (zr->active) {
+		/* Pipelined: behind the ones held (rx.c checked the count). */
+		struct sdp_zc_rx_next *nx = &c->zc_rxq[(c->zc_rxq_head +
+			c->zc_rxq_n) % (SDP_ZC_WINDOW - 1)];
+
+		nx->mseq = m->bsdh.mseq;
+		nx->rkey = m->h.srcah.rkey;
+		nx->vaddr = m->h.srcah.vaddr;
+		nx->len = m->h.srcah.len;
+		c->zc_rxq_n++;
+		c->zc_rxq_bytes += nx->len;
+	} else {
+		memset(zr, 0, sizeof(*zr));
+		zr->active = 1;
+		zr->mseq = m->bsdh.mseq;
+		zr->rkey = m->h.srcah.rkey;
+		zr->vaddr = m->h.srcah.vaddr;
+		zr->len = m->h.srcah.len;
+		zr->off = m->payload_len;
+	}
+	c->stats.zc_rx_adverts++;
+	if (sdp_zcopy_rx_held(c) > c->stats.zc_rx_peak)
+		c->stats.zc_rx_peak = sdp_zcopy_rx_held(c);
 	/* Decline (flushed by the progress step) when ZCopy is off here.
 	 * With no recv() in progress, hold it SDP_ZC_HOLD_MS for the next
 	 * one, then decline: the application may not read for a long time
@@ -399,7 +278,7 @@ void sdp_zcopy_rx_advert_locked(struct sdp_conn *c, const struct sdp_msg *m)
 	if (!sdp_zcopy_thresh_locked(c) || !sdp_zcopy_rdma_ok_locked(c) ||
 	    c->rd_shut || c->orphan)
 		zc_decline_noflush(c);
-	else if (!c->zc_readers)
+	else if (!c->zc_readers && sdp_zcopy_rx_held(c) == 1)
 		sdp_zcopy_readers_gone_locked(c);
 }
 
@@ -523,6 +402,14 @@ ssize_t sdp_zcopy_read_locked(struct sdp_conn *c, const struct iovec *iov,
 
 	if (!zr->active || zr->reading || c->rx_bytes)
 		return 0;
+	if (c->state == SDP_ST_RESET) {
+		/* Nothing can be read any more: forget the advertisements
+		 * (the reader then sees the reset). */
+		zr->active = 0;
+		c->zc_rxq_n = 0;
+		c->zc_rxq_bytes = 0;
+		return 0;
+	}
 	rem = zr->len - zr->off;
 	/* The whole recv() buffer counts (skip: filled by queued bytes). */
 	if (peek || !thresh || c->rd_shut ||
@@ -534,11 +421,17 @@ ssize_t sdp_zcopy_read_locked(struct sdp_conn *c, const struct iovec *iov,
 		voff -= iov[vi++].iov_len;
 	while (done < want && zr->active && vi < iovcnt) {
 		size_t n = want - done;
+		int cancelled;
 
+		rem = zr->len - zr->off;
+		/* The next advertisement with little room left: let the
+		 * next recv() read it whole rather than a sliver now. */
+		if (done && !zr->off && n < (thresh < rem ? thresh : rem))
+			break;
 		if (n > iov[vi].iov_len - voff)
 			n = iov[vi].iov_len - voff;
-		if (n > zr->len - zr->off)
-			n = zr->len - zr->off;
+		if (n > rem)
+			n = rem;
 		if (n > SDP_ZC_MAX_READ)
 			n = SDP_ZC_MAX_READ;
 		zr->reading = 1;
@@ -561,9 +454,13 @@ ssize_t sdp_zcopy_read_locked(struct sdp_conn *c, const struct iovec *iov,
 		c->rx_off += n;
 		c->stats.bytes_rcvd += n;
 		c->stats.zc_rx_bytes += n;
+		/* A SrcAvailCancel that came during the READ applies to
+		 * every advertisement still held. */
+		cancelled = zr->cancel_rcvd;
+		zr->cancel_rcvd = 0;
 		if (zr->off == zr->len)
-			zr->active = 0;
-		else if (zr->cancel_rcvd)
+			zc_rx_next(c);
+		if (cancelled)
 			zc_decline_noflush(c);
 		if (voff == iov[vi].iov_len) {
 			vi++;

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * zcopy.h — Read ZCopy in Combined mode (annex §5): the data source
- * advertises the application's send buffer with SrcAvail (first bytes
- * inline), the data sink RDMA-reads it straight into the application's
- * receive buffer and answers RdmaRdCompl, or declines with SendSm; cancels
- * (SrcAvailCancel) on a signal, a send timeout or an unanswered
- * advertisement.  docs/DESIGN.md "ZCopy" explains the choices.
+ * zcopy.h — Read ZCopy (annex §5): the data source advertises the
+ * application's send buffers with SrcAvail (Combined mode: one at a time,
+ * first bytes inline; Pipelined mode: several outstanding, none inline),
+ * the data sink RDMA-reads them in stream order straight into the
+ * application's receive buffer and answers RdmaRdCompl, or declines with
+ * SendSm; cancels (SrcAvailCancel) on a signal, a send timeout or an
+ * unanswered advertisement.  Write ZCopy and the modes: zcopy_sink.c.
+ * docs/DESIGN.md "ZCopy" explains the choices.
  *
  * Every function here is called with c->lock held.
  */
@@ -35,10 +37,10 @@
  * connection is reset (OFED SDP_SRCAVAIL_CANCEL_TIMEOUT). */
 #define SDP_ZC_CANCEL_TIMEOUT_MS 60000u
 
-/* MaxAdverts in our Hello/HelloAck: one SrcAvail plus one SinkAvail may be
- * outstanding towards us at once (each side reads with one thread and
- * writes with another; annex 5.1 counts both kinds together). */
-#define SDP_ZC_MAX_ADVERTS 2u
+/* MaxAdverts in our Hello/HelloAck: we hold up to SDP_ZC_WINDOW of the
+ * peer's SrcAvails, of which one may instead be a SinkAvail (annex 5.1
+ * counts both kinds together). */
+#define SDP_ZC_MAX_ADVERTS SDP_ZC_WINDOW
 /* How long a SinkAvailCancel may stay unanswered before a reset. */
 #define SDP_ZC_SINK_CANCEL_TIMEOUT_MS 60000u
 
@@ -69,6 +71,21 @@ static inline int sdp_zcopy_rdma_ok_locked(struct sdp_conn *c)
 	return c->caps.rdma;
 }
 
+/* The contiguous rest of the iovec element at stream offset `skip` of iov
+ * (0 past the end); *p points at it. */
+static inline size_t sdp_zcopy_iov_piece(const struct iovec *iov, int iovcnt,
+					 size_t skip, const uint8_t **p)
+{
+	int vi = 0;
+
+	while (vi < iovcnt && skip >= iov[vi].iov_len)
+		skip -= iov[vi++].iov_len;
+	if (vi == iovcnt)
+		return 0;
+	*p = (const uint8_t *)iov[vi].iov_base + skip;
+	return iov[vi].iov_len - skip;
+}
+
 /* May a blocking send of `len` more contiguous bytes go ZCopy at all? */
 static inline int sdp_zcopy_tx_wanted(struct sdp_conn *c, size_t len)
 {
@@ -83,14 +100,18 @@ enum sdp_zc_end {
 	SDP_ZC_STOPPED,		/* cancelled for a signal / send timeout */
 };
 
-/* Advertise [p, p+len) (at most SDP_ZC_MAX_ADVERT of it) and wait, without
- * the lock, until the sink no longer needs it.  Returns the bytes the peer
- * took (inline + RDMA-read) and sets *end (and *stop_err for STOPPED:
- * -EINTR or -EAGAIN); or a negative errno if nothing could be advertised
- * (then send by BCopy). */
-ssize_t sdp_zcopy_send_locked(struct sdp_conn *c, const void *p, size_t len,
-			      uint64_t deadline_ns, enum sdp_zc_end *end,
-			      int *stop_err);
+/* Advertise the iovec elements from stream offset `skip` of iov on, each
+ * element (rest) of at least the threshold its own SrcAvail (pieces of at
+ * most SDP_ZC_MAX_ADVERT), several outstanding at once in Pipelined mode
+ * (zcopy_src.c), and wait, without the lock, until the sink no longer
+ * needs them.  Stops before the first element below the threshold.
+ * Returns the bytes the peer took, from `skip` on (inline + RDMA-read),
+ * and sets *end (and *stop_err for STOPPED: -EINTR or -EAGAIN); or
+ * -EBUSY (no credit now: wait), or another negative errno if nothing could
+ * be advertised (then send by BCopy). */
+ssize_t sdp_zcopy_send_locked(struct sdp_conn *c, const struct iovec *iov,
+			      int iovcnt, size_t skip, uint64_t deadline_ns,
+			      enum sdp_zc_end *end, int *stop_err);
 
 /* ---- messages from the peer (rx.c) ---- */
 
@@ -104,10 +125,30 @@ int sdp_zcopy_rx_src_cancel_locked(struct sdp_conn *c, const struct sdp_msg *m);
 
 /* ---- data sink (rx.c) ---- */
 
-/* Bytes of the peer's advertisement not yet read. */
-static inline uint32_t sdp_zcopy_rx_pending(const struct sdp_conn *c)
+/* Bytes of the peer's advertisements not yet read. */
+static inline uint64_t sdp_zcopy_rx_pending(const struct sdp_conn *c)
 {
-	return c->zc_rx.active ? c->zc_rx.len - c->zc_rx.off : 0;
+	return c->zc_rx.active ?
+	       c->zc_rx.len - c->zc_rx.off + c->zc_rxq_bytes : 0;
+}
+
+/* Our SinkAvails the source may still write into. */
+static inline uint32_t sdp_zcopy_snk_out(const struct sdp_conn *c)
+{
+	return c->zc_snk.active && !c->zc_snk.ended ?
+	       1 + c->zc_snk_nmore - c->zc_snk_cur : 0;
+}
+
+/* The peer's SinkAvails we hold (we are the source). */
+static inline uint32_t sdp_zcopy_snk_peer_held(const struct sdp_conn *c)
+{
+	return c->zc_snk_peer.active ? 1 + c->zc_snk_peer_qn : 0;
+}
+
+/* The peer's SrcAvails we hold (the one being read and those behind). */
+static inline uint32_t sdp_zcopy_rx_held(const struct sdp_conn *c)
+{
+	return c->zc_rx.active ? 1 + c->zc_rxq_n : 0;
 }
 
 /* The receive queue is empty and the peer's advertisement is next in the
@@ -136,10 +177,17 @@ int sdp_zcopy_rdma_locked(struct sdp_conn *c, int write, void *buf,
  * drain of the connection must ask before dropping a send completion. */
 int sdp_zcopy_take_wc_locked(struct sdp_conn *c, const struct sdp_wc *wc);
 void sdp_zcopy_dereg_locked(struct sdp_conn *c, struct sdp_mr *mr);
+/* Reset for a peer's protocol violation around ZCopy (reason PROTOCOL). */
+void sdp_zcopy_protocol_error_locked(struct sdp_conn *c, const char *what,
+				     uint8_t mid);
 /* May a ZCopy control message go now (credit rule in zcopy.c)? */
 int sdp_zcopy_can_post_ctl_locked(const struct sdp_conn *c);
 /* Re-decide our send half's mode (REQ_PIPE seen, threshold changed). */
 void sdp_zcopy_mode_decide_locked(struct sdp_conn *c);
+/* A send has several pieces to advertise: put our send half in Pipelined
+ * mode ourselves (ModeChange Pipelined-recv, annex 5.2) if the peer holds
+ * several advertisements. */
+void sdp_zcopy_mode_pipelined_self_locked(struct sdp_conn *c);
 
 /* ---- Write ZCopy and modes (zcopy_sink.c) ---- */
 
@@ -192,13 +240,15 @@ int sdp_zcopy_rx_mode_change_locked(struct sdp_conn *c, const struct sdp_msg *m)
  * (REQ_PIPE) when needed.  The receive queue is known empty. */
 int sdp_zcopy_sink_wanted_locked(struct sdp_conn *c, const struct iovec *iov,
 				 int iovcnt, size_t skip, size_t want);
-/* Advertise that buffer (SinkAvail) and wait until the source wrote into
- * it, dropped it, or a signal / the deadline / close cancelled it.  Returns
- * the bytes written (0: none; the caller looks at the queue again) and
- * sets *stop (-EINTR, -EAGAIN) when interrupted; or -errno on a reset. */
+/* Advertise that buffer (SinkAvail; with several large iovec elements,
+ * several SinkAvails, filled in order) and wait until the source wrote
+ * into it, dropped it, or a signal / the deadline / close cancelled it
+ * (without `waitall`, the rest is cancelled once the first is full).
+ * Returns the bytes written (0: none; the caller looks at the queue again)
+ * and sets *stop (-EINTR, -EAGAIN) when interrupted; or -errno on a reset. */
 ssize_t sdp_zcopy_sink_recv_locked(struct sdp_conn *c, const struct iovec *iov,
 				   int iovcnt, size_t skip, size_t want,
-				   uint64_t deadline_ns, int *stop);
+				   int waitall, uint64_t deadline_ns, int *stop);
 
 /* Data source: a blocking send of `len` more contiguous bytes could fill
  * the peer's SinkAvail now. */

@@ -26,14 +26,20 @@
  *  - a signal, SO_RCVTIMEO or close(): SinkAvailCancel, then wait for the
  *    SinkCancelAck (or an RdmaWrCompl / data that crossed the cancel).
  * Only then is the buffer deregistered and handed back: the source can no
- * longer write into it.
+ * longer write into it.  A readv of several large elements advertises
+ * each (several SinkAvails, within the peer's MaxAdverts); they are filled
+ * in order, a partial fill ends them all (no hole in the stream), and
+ * without MSG_WAITALL the rest is cancelled once the first ones are full.
  *
  * Source.  A SinkAvail is stale, and dropped, when its NonDiscards differs
  * from our count of data-carrying messages sent: data crossed it and the
  * sink will read that data first (gen1's rule).  A pending SinkAvail is
  * used by the next blocking send() of at least the threshold with nothing
  * queued before it: one RDMA WRITE of min(send, buffer) bytes, then
- * RdmaWrCompl (which ends the advertisement: partial fulfilment).  Any data
+ * RdmaWrCompl (which ends the advertisement: partial fulfilment).  Several
+ * pending ones are queued and filled oldest first; after a partial fill
+ * the rest of that batch is dropped, and SinkAvails the sink sent before
+ * it saw that RdmaWrCompl are stale.  Any data
  * message sent instead supersedes it.  Every SinkAvailCancel is answered
  * with SinkCancelAck, after the RdmaWrCompl of a write that crossed it.
  *
@@ -81,7 +87,8 @@ static uint8_t mch_byte(int send_half, unsigned mode)
 			 (mode << SDP_MCH_MODE_SHIFT));
 }
 
-/* Our sink advertisement is over without data (dropped by the source). */
+/* Our sink advertisements are over (dropped by the source): the ones not
+ * filled yet end without data. */
 static void snk_end_empty(struct sdp_conn *c)
 {
 	struct sdp_zc_snk *sk = &c->zc_snk;
@@ -89,18 +96,45 @@ static void snk_end_empty(struct sdp_conn *c)
 	if (!sk->active || sk->ended)
 		return;
 	sk->ended = 1;
-	sk->written = 0;
-	c->stats.zc_wr_sink_unused++;
+	c->stats.zc_wr_sink_unused += 1 + c->zc_snk_nmore - c->zc_snk_cur;
 }
 
-/* The peer's advertisement will not be used. */
+/* The peer's advertisements queued behind the oldest will not be used. */
+static void peer_snk_drop_queue(struct sdp_conn *c)
+{
+	c->stats.zc_wr_src_unused += c->zc_snk_peer_qn;
+	c->zc_snk_peer_qn = 0;
+}
+
+/* The oldest is done with (written or dropped): the next becomes it. */
+static void peer_snk_next(struct sdp_conn *c)
+{
+	struct sdp_zc_snk_peer *sp = &c->zc_snk_peer;
+
+	if (!c->zc_snk_peer_qn) {
+		sp->active = 0;
+		return;
+	}
+	*sp = c->zc_snk_peer_q[c->zc_snk_peer_qhead];
+	c->zc_snk_peer_qhead = (c->zc_snk_peer_qhead + 1) % (SDP_ZC_WINDOW - 1);
+	c->zc_snk_peer_qn--;
+}
+
+/* The peer's advertisements will not be used (a write in flight ends
+ * first, and the rest are dropped after it). */
 static void peer_snk_drop(struct sdp_conn *c)
 {
 	struct sdp_zc_snk_peer *sp = &c->zc_snk_peer;
 
-	if (!sp->active || sp->writing)
+	if (!sp->active)
 		return;
+	peer_snk_drop_queue(c);
+	if (sp->writing) {
+		c->zc_snk_peer_drop = 1;
+		return;
+	}
 	sp->active = 0;
+	c->zc_snk_peer_drop = 0;
 	c->stats.zc_wr_src_unused++;
 }
 
@@ -120,6 +154,18 @@ void sdp_zcopy_mode_decide_locked(struct sdp_conn *c)
 		c->zc_pend_mch = mch_byte(0, SDP_MODE_COMBINED);
 		c->zc_mch_due = 1;
 	}
+}
+
+void sdp_zcopy_mode_pipelined_self_locked(struct sdp_conn *c)
+{
+	/* Only a peer that holds several advertisements gains from it
+	 * (OFED announces 1 and never expects a ModeChange). */
+	if (c->zc_mch_due || !c->qp || c->zc_mode_tx != SDP_MODE_COMBINED ||
+	    c->zc_peer_max_adverts < 2 || sdp_cfg.zcopy_adverts < 2)
+		return;
+	c->zc_pend_mch = mch_byte(0, SDP_MODE_PIPELINED);
+	c->zc_mch_due = 1;
+	sdp_tx_flush_locked(c, 0);
 }
 
 void sdp_zcopy_rx_flags_locked(struct sdp_conn *c, uint8_t flags)
@@ -174,8 +220,11 @@ int sdp_zcopy_rx_check_src_avail_locked(struct sdp_conn *c,
 
 	if (c->zc_mode_rx == SDP_MODE_BUFFERED)
 		bad = "SrcAvail in Buffered mode";
-	else if (c->zc_rx.active)
-		bad = "second SrcAvail outstanding";
+	else if (c->zc_rx.active && c->zc_mode_rx == SDP_MODE_COMBINED)
+		bad = "second SrcAvail outstanding in Combined mode";
+	else if (sdp_zcopy_rx_held(c) + sdp_zcopy_snk_peer_held(c) >=
+		 SDP_ZC_MAX_ADVERTS)
+		bad = "more advertisements outstanding than our MaxAdverts";
 	else if (c->zc_mode_rx == SDP_MODE_COMBINED && !m->payload_len)
 		bad = "SrcAvail without inline data in Combined mode";
 	else if (c->zc_mode_rx == SDP_MODE_PIPELINED && m->payload_len)
@@ -200,6 +249,13 @@ int sdp_zcopy_sink_flush_ctl_locked(struct sdp_conn *c)
 			return 0;	/* data stays behind it */
 		c->zc_wrcompl_due = 0;
 		c->zc_pend_wrcompl = 0;
+		if (c->zc_wrcompl_partial) {
+			/* The sink ends all its advertisements on it: those
+			 * it sent before seeing it are stale. */
+			c->zc_wrcompl_partial = 0;
+			c->zc_wrcompl_end_mseq = c->tx_next_mseq - 1;
+			c->zc_wrcompl_end_ever = 1;
+		}
 	}
 	/* While a write is in flight the acknowledgement waits: its
 	 * RdmaWrCompl must reach the sink first, or the sink would free the
@@ -277,7 +333,7 @@ void sdp_zcopy_rx_disconn_locked(struct sdp_conn *c)
 
 int sdp_zcopy_rx_sink_avail_locked(struct sdp_conn *c, const struct sdp_msg *m)
 {
-	struct sdp_zc_snk_peer *sp = &c->zc_snk_peer;
+	struct sdp_zc_snk_peer *sp = &c->zc_snk_peer, *nx;
 	const char *stale = NULL;
 
 	c->zc_snk_seen = 1;
@@ -295,29 +351,39 @@ int sdp_zcopy_rx_sink_avail_locked(struct sdp_conn *c, const struct sdp_msg *m)
 				   "Pipelined", m->bsdh.mid);
 		return -EPROTO;
 	}
-	if (sp->active) {
-		snk_protocol_error(c, "second SinkAvail outstanding",
-				   m->bsdh.mid);
+	if (sdp_zcopy_rx_held(c) + sdp_zcopy_snk_peer_held(c) >=
+	    SDP_ZC_MAX_ADVERTS) {
+		snk_protocol_error(c, "more advertisements outstanding than "
+				   "our MaxAdverts", m->bsdh.mid);
 		return -EPROTO;
 	}
 	if (m->h.sinkah.non_discards != c->zc_data_msgs_tx)
 		stale = "data crossed it";
-	else if (c->zc_tx.active && !c->zc_tx.ended)
+	else if (c->zc_tx.live)
 		stale = "our SrcAvail is outstanding";
 	else if (c->disconn_sent || c->wr_shut)
 		stale = "we shut down writing";
+	else if ((c->zc_wrcompl_due && c->zc_wrcompl_partial) ||
+		 (c->zc_wrcompl_end_ever &&
+		  sdp_seq_before(m->bsdh.mseq_ack, c->zc_wrcompl_end_mseq)))
+		stale = "a partial RdmaWrCompl ended its batch";
+	else if (sp->active && c->zc_snk_peer_drop)
+		stale = "the ones before it are dropped";
 	if (stale) {
 		sdp_log(SDP_LOG_DEBUG, "conn %u: SinkAvail dropped: %s", c->id,
 			stale);
 		c->stats.zc_wr_src_unused++;
 		return 0;
 	}
-	memset(sp, 0, sizeof(*sp));
-	sp->active = 1;
-	sp->mseq = m->bsdh.mseq;
-	sp->rkey = m->h.sinkah.rkey;
-	sp->vaddr = m->h.sinkah.vaddr;
-	sp->len = m->h.sinkah.len;
+	/* Several (a readv of several large elements): filled in order. */
+	nx = sp->active ? &c->zc_snk_peer_q[(c->zc_snk_peer_qhead +
+			  c->zc_snk_peer_qn++) % (SDP_ZC_WINDOW - 1)] : sp;
+	memset(nx, 0, sizeof(*nx));
+	nx->active = 1;
+	nx->mseq = m->bsdh.mseq;
+	nx->rkey = m->h.sinkah.rkey;
+	nx->vaddr = m->h.sinkah.vaddr;
+	nx->len = m->h.sinkah.len;
 	c->stats.zc_wr_src_adverts++;
 	return 0;
 }
@@ -339,37 +405,58 @@ int sdp_zcopy_rx_sink_cancel_locked(struct sdp_conn *c, const struct sdp_msg *m)
 
 /* ---- messages to the sink ------------------------------------------------------ */
 
+/* Our i-th SinkAvail of this recv() (0 = zc_snk). */
+static uint32_t snk_mseq(const struct sdp_conn *c, uint32_t i)
+{
+	return i ? c->zc_snk_more[i - 1].mseq : c->zc_snk.mseq;
+}
+
+static uint32_t snk_len(const struct sdp_conn *c, uint32_t i)
+{
+	return i ? c->zc_snk_more[i - 1].len : c->zc_snk.len;
+}
+
 int sdp_zcopy_rx_wr_compl_locked(struct sdp_conn *c, const struct sdp_msg *m)
 {
 	struct sdp_zc_snk *sk = &c->zc_snk;
+	uint32_t i = c->zc_snk_cur, n = m->h.len;
 
 	if (!sk->active || sk->ended) {
 		snk_protocol_error(c, "RdmaWrCompl with no SinkAvail "
 				   "outstanding", m->bsdh.mid);
 		return -EPROTO;
 	}
-	if (sdp_seq_before(m->bsdh.mseq_ack, sk->mseq)) {
+	/* It reports the oldest outstanding one (annex 3.5). */
+	if (sdp_seq_before(m->bsdh.mseq_ack, snk_mseq(c, i))) {
 		snk_protocol_error(c, "RdmaWrCompl older than our SinkAvail",
 				   m->bsdh.mid);
 		return -EPROTO;
 	}
-	if (m->h.len > sk->len) {
+	if (n > snk_len(c, i)) {
 		snk_protocol_error(c, "RdmaWrCompl beyond the advertised "
 				   "buffer", m->bsdh.mid);
 		return -EPROTO;
 	}
-	if (!m->h.len) {
+	if (!n) {
 		snk_end_empty(c);
 		return 0;
 	}
-	sk->ended = 1;
-	sk->written = m->h.len;
+	if (i)
+		c->zc_snk_more[i - 1].written = n;
+	else
+		sk->written = n;
 	/* The bytes are in the application's buffer already: they are
 	 * consumed stream bytes at this point of the message order. */
-	c->rx_end += m->h.len;
-	c->rx_off += m->h.len;
-	c->stats.bytes_rcvd += m->h.len;
-	c->stats.zc_wr_rx_bytes += m->h.len;
+	c->rx_end += n;
+	c->rx_off += n;
+	c->stats.bytes_rcvd += n;
+	c->stats.zc_wr_rx_bytes += n;
+	/* Filled whole: the next one is the oldest.  Partly (or the last):
+	 * this ends them all, the stream must not have a hole; the source
+	 * drops the rest on its side. */
+	c->zc_snk_cur++;
+	if (n < snk_len(c, i) || c->zc_snk_cur == 1 + c->zc_snk_nmore)
+		snk_end_empty(c);
 	return 0;
 }
 
@@ -421,6 +508,9 @@ int sdp_zcopy_sink_wanted_locked(struct sdp_conn *c, const struct iovec *iov,
 	if (iov_piece(iov, iovcnt, skip, want, &p) < t ||
 	    !sdp_zcopy_rdma_ok_locked(c))
 		return 0;
+	/* The peer's MaxAdverts counts our SrcAvails there too. */
+	if (c->zc_tx.live + 1 > c->zc_peer_max_adverts)
+		return 0;
 	if (c->zc_mode_rx != SDP_MODE_PIPELINED) {
 		/* Ask for Pipelined; this recv waits as usual meanwhile. */
 		if (!c->zc_want_pipe) {
@@ -438,30 +528,20 @@ int sdp_zcopy_sink_wanted_locked(struct sdp_conn *c, const struct iovec *iov,
 	return c->tx_credits >= 2;
 }
 
-ssize_t sdp_zcopy_sink_recv_locked(struct sdp_conn *c, const struct iovec *iov,
-				   int iovcnt, size_t skip, size_t want,
-				   uint64_t deadline_ns, int *stop)
+/* Register [p, p+len) for the source's RDMA WRITE and post its SinkAvail. */
+static int snk_post(struct sdp_conn *c, uint8_t *p, uint32_t len,
+		    struct sdp_mr **mrp, uint32_t *mseq)
 {
-	struct sdp_zc_snk *sk = &c->zc_snk;
-	uint64_t cancel_dl = 0;
 	struct sdp_mr *mr = NULL;
 	struct sdp_msg m;
-	uint8_t *p = NULL;
-	size_t len = iov_piece(iov, iovcnt, skip, want, &p);
-	uint32_t written;
-	int r;
 
-	*stop = 0;
-	if (len > SDP_ZC_MAX_ADVERT)
-		len = SDP_ZC_MAX_ADVERT;
-	r = SDP_TP(c->qp)->reg_mr(c->qp, p, len, SDP_ACCESS_LOCAL_WRITE |
-				  SDP_ACCESS_REMOTE_WRITE, &mr);
-	if (r < 0)
+	if (SDP_TP(c->qp)->reg_mr(c->qp, p, len, SDP_ACCESS_LOCAL_WRITE |
+				  SDP_ACCESS_REMOTE_WRITE, &mr) < 0)
 		return -EAGAIN;
 	atomic_fetch_add(&sdp_zcopy_live_mrs, 1);
 	memset(&m, 0, sizeof(m));
 	m.bsdh.mid = SDP_MID_SINK_AVAIL;
-	m.h.sinkah.len = (uint32_t)len;
+	m.h.sinkah.len = len;
 	m.h.sinkah.rkey = mr->rkey;
 	m.h.sinkah.vaddr = mr->remote_addr;
 	m.h.sinkah.non_discards = c->zc_data_msgs_rx;
@@ -469,12 +549,73 @@ ssize_t sdp_zcopy_sink_recv_locked(struct sdp_conn *c, const struct iovec *iov,
 		sdp_zcopy_dereg_locked(c, mr);
 		return -EAGAIN;
 	}
+	*mrp = mr;
+	*mseq = c->tx_next_mseq - 1;
+	c->stats.zc_wr_sink_adverts++;
+	return 0;
+}
+
+/* More SinkAvails after the first piece [skip, skip+first): the next
+ * iovec elements, whole, each of at least the threshold, while the peer's
+ * MaxAdverts and our window allow. */
+static void snk_post_more(struct sdp_conn *c, const struct iovec *iov,
+			  int iovcnt, size_t skip, size_t want, size_t first)
+{
+	uint32_t t = sdp_zcopy_thresh_locked(c), room = c->zc_peer_max_adverts;
+	size_t off = first;
+	uint8_t *p = NULL;
+
+	if (room > SDP_ZC_WINDOW)
+		room = SDP_ZC_WINDOW;
+	if (room > sdp_cfg.zcopy_adverts)
+		room = sdp_cfg.zcopy_adverts;
+	room = room > c->zc_tx.live + 1 ? room - c->zc_tx.live - 1 : 0;
+	/* Only if the first piece ends its element: no hole in between. */
+	if (first == SDP_ZC_MAX_ADVERT)
+		return;
+	while (c->zc_snk_nmore < room && off < want &&
+	       c->tx_credits >= 2) {
+		struct sdp_zc_snk_more *mo = &c->zc_snk_more[c->zc_snk_nmore];
+		size_t n = iov_piece(iov, iovcnt, skip + off, want - off, &p);
+
+		if (n < t || n >= SDP_ZC_MAX_ADVERT)
+			break;	/* short, or a piece of a huge element */
+		memset(mo, 0, sizeof(*mo));
+		if (snk_post(c, p, (uint32_t)n, &mo->mr, &mo->mseq) < 0)
+			break;
+		mo->len = (uint32_t)n;
+		c->zc_snk_nmore++;
+		off += n;
+	}
+}
+
+ssize_t sdp_zcopy_sink_recv_locked(struct sdp_conn *c, const struct iovec *iov,
+				   int iovcnt, size_t skip, size_t want,
+				   int waitall, uint64_t deadline_ns, int *stop)
+{
+	struct sdp_zc_snk *sk = &c->zc_snk;
+	uint64_t cancel_dl = 0;
+	struct sdp_mr *mr = NULL;
+	uint8_t *p = NULL;
+	size_t len = iov_piece(iov, iovcnt, skip, want, &p);
+	uint32_t written, mseq, i;
+	int r;
+
+	*stop = 0;
+	if (len > SDP_ZC_MAX_ADVERT)
+		len = SDP_ZC_MAX_ADVERT;
+	if (snk_post(c, p, (uint32_t)len, &mr, &mseq) < 0)
+		return -EAGAIN;
 	memset(sk, 0, sizeof(*sk));
 	sk->active = 1;
-	sk->mseq = c->tx_next_mseq - 1;
+	sk->mseq = mseq;
 	sk->len = (uint32_t)len;
 	sk->mr = mr;
-	c->stats.zc_wr_sink_adverts++;
+	c->zc_snk_nmore = 0;
+	c->zc_snk_cur = 0;
+	/* A readv of several large elements: each its own SinkAvail. */
+	if (len < want)
+		snk_post_more(c, iov, iovcnt, skip, want, len);
 
 	for (;;) {
 		uint32_t seq = SDP_TP(c->qp)->wait_seq(c->qp);
@@ -483,8 +624,11 @@ ssize_t sdp_zcopy_sink_recv_locked(struct sdp_conn *c, const struct iovec *iov,
 		sdp_conn_progress_locked(c);
 		if (sk->ended || c->state == SDP_ST_RESET)
 			break;
-		if (c->orphan && !sk->cancel_want) {
-			sk->cancel_want = 1;	/* closed under us */
+		if ((c->orphan || (!waitall && c->zc_snk_cur)) &&
+		    !sk->cancel_want) {
+			/* Closed under us; or the first buffers are full and
+			 * this recv() returns them: take the rest back. */
+			sk->cancel_want = 1;
 			sdp_tx_flush_locked(c, 0);
 		}
 		now = sdp_now_ns();
@@ -514,11 +658,19 @@ ssize_t sdp_zcopy_sink_recv_locked(struct sdp_conn *c, const struct iovec *iov,
 			sdp_tx_flush_locked(c, 0);
 		}
 	}
-	/* Ended (the source will not touch the buffer any more) or reset
-	 * (the QP is gone): either way the registration goes now. */
-	written = sk->ended ? sk->written : 0;
+	/* Ended (the source will not touch the buffers any more) or reset
+	 * (the QP is gone): either way the registrations go now.  What was
+	 * written is a prefix of the buffers, already counted as read. */
+	written = sk->written;
 	sdp_zcopy_dereg_locked(c, sk->mr);
+	for (i = 0; i < c->zc_snk_nmore; i++) {
+		written += c->zc_snk_more[i].written;
+		sdp_zcopy_dereg_locked(c, c->zc_snk_more[i].mr);
+	}
 	memset(sk, 0, sizeof(*sk));
+	memset(c->zc_snk_more, 0, sizeof(c->zc_snk_more));
+	c->zc_snk_nmore = 0;
+	c->zc_snk_cur = 0;
 	return (ssize_t)written;
 }
 
@@ -555,7 +707,16 @@ ssize_t sdp_zcopy_write_locked(struct sdp_conn *c, const void *p, size_t len)
 			return r;
 		return -EAGAIN;	/* could not register: BCopy drops it */
 	}
-	sp->active = 0;
+	/* Filled whole: the next advertisement (same recv) is next in the
+	 * stream.  Partly: the sink ends them all on this RdmaWrCompl. */
+	if (n == sp->len && !c->zc_snk_peer_drop) {
+		peer_snk_next(c);
+	} else {
+		peer_snk_drop_queue(c);
+		sp->active = 0;
+		c->zc_wrcompl_partial = n < sp->len;
+	}
+	c->zc_snk_peer_drop = 0;
 	c->zc_pend_wrcompl = n;
 	c->zc_wrcompl_due = 1;
 	c->stats.zc_wr_tx_bytes += n;

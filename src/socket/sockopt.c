@@ -224,6 +224,10 @@ static int zcopy_stats_get(struct sdp_sock *s, void *v, socklen_t *len)
 		st.mode_changes = c->stats.zc_mode_changes;
 		st.tx_mode = c->zc_mode_tx;
 		st.rx_mode = c->zc_mode_rx;
+		st.tx_adverts_peak = c->stats.zc_tx_peak;
+		st.rx_adverts_peak = c->stats.zc_rx_peak;
+		st.peer_max_adverts = c->zc_peer_max_adverts;
+		st.max_adverts = SDP_ZC_MAX_ADVERTS;
 		pthread_mutex_unlock(&c->lock);
 	}
 	pthread_mutex_unlock(&s->lock);

@@ -13,6 +13,14 @@
  *               both sides: Read ZCopy (SrcAvail; Write ZCopy off with
  *               SDP_ZCOPY_WRITE=0), Write ZCopy (SinkAvail: the readers'
  *               blocking recv()s advertise their buffers), or either.
+ *   --writev    the writer sends each chunk with writev(): several
+ *               elements of at least the threshold, sometimes short ones
+ *               between them.  Each large element is its own SrcAvail and
+ *               several are outstanding at once (Pipelined mode): the
+ *               counters must show it (tx_adverts_peak >= 2 on both sides).
+ *   --readv     the reader receives with readv() into up to four elements
+ *               of at least the threshold: with Write ZCopy, each is its
+ *               own SinkAvail.
  *   --signals   a thread interrupts the writer with SIGUSR1 (no SA_RESTART)
  *               every millisecond: blocked ZCopy sends are cancelled
  *               (SrcAvailCancel) and return partial counts or EINTR; the
@@ -21,6 +29,8 @@
  * Exits 77 (skip) when the transport cannot RDMA on this machine (ptrace
  * restrictions): that is reported, not a failure.
  */
+#include <sys/uio.h>
+
 #include "itest_common.h"
 
 #ifndef SDP_ZCOPY_THRESH
@@ -35,11 +45,15 @@ struct zstats {			/* = struct sdp_zcopy_stats (sdp/sdp.h) */
 	uint64_t wr_sink_adverts, wr_rx_bytes, wr_sink_cancels, wr_sink_unused;
 	uint64_t wr_src_adverts, wr_tx_bytes, wr_src_unused, mode_changes;
 	uint32_t tx_mode, rx_mode;
+	uint64_t tx_adverts_peak, rx_adverts_peak;
+	uint32_t peer_max_adverts, max_adverts;
 };
 
 static uint64_t opt_bytes = 256ull << 20;
 static int opt_thresh = 4096;
 static int opt_signals;
+static int opt_writev;
+static int opt_readv;
 /* Which ZCopy must have happened, in both directions: "read" (SrcAvail +
  * RDMA READ; Write ZCopy switched off with SDP_ZCOPY_WRITE=0), "write"
  * (SinkAvail + RDMA WRITE), or "any" (one or the other). */
@@ -79,6 +93,55 @@ static void on_usr1(int sig)
 	(void)sig;
 }
 
+/* --writev: the chunk's elements (lengths), large ones of at least the
+ * threshold, now and then a short one between them (one writer thread per
+ * process). */
+#define MAX_ELEMS 64
+static size_t g_elem[MAX_ELEMS];
+static int g_nelem;
+
+static void cut_elements(prng_t *r, size_t n)
+{
+	size_t left = n;
+
+	g_nelem = 0;
+	while (left && g_nelem < MAX_ELEMS - 1) {
+		size_t e;
+
+		if (g_nelem && prng_range(r, 0, 3) == 0)
+			e = (size_t)prng_range(r, 1, 300);	/* a header */
+		else
+			e = (size_t)prng_range(r, (uint64_t)opt_thresh, 1u << 20);
+		if (e > left)
+			e = left;
+		g_elem[g_nelem++] = e;
+		left -= e;
+	}
+	if (left)
+		g_elem[g_nelem++] = left;
+}
+
+/* writev() of the chunk's elements from byte `done` on. */
+static ssize_t send_elements(int fd, unsigned char *buf, size_t done)
+{
+	struct iovec iov[MAX_ELEMS];
+	size_t off = 0;
+	int n = 0;
+
+	for (int i = 0; i < g_nelem; i++) {
+		size_t e = g_elem[i];
+
+		if (off + e > done) {
+			size_t skip = done > off ? done - off : 0;
+
+			iov[n].iov_base = buf + off + skip;
+			iov[n++].iov_len = e - skip;
+		}
+		off += e;
+	}
+	return writev(fd, iov, n);
+}
+
 static void *writer_main(void *arg)
 {
 	struct side *s = arg;
@@ -97,8 +160,11 @@ static void *writer_main(void *arg)
 		if (n > opt_bytes - off)
 			n = (size_t)(opt_bytes - off);
 		gen(s->seed_out, off, buf, n);
+		if (opt_writev)
+			cut_elements(&r, n);
 		while (done < n) {
-			ssize_t k = send(s->fd, buf + done, n - done, MSG_NOSIGNAL);
+			ssize_t k = opt_writev ? send_elements(s->fd, buf, done) :
+				send(s->fd, buf + done, n - done, MSG_NOSIGNAL);
 
 			if (k < 0 && errno == EINTR) {
 				s->eintr++;
@@ -120,6 +186,27 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
+/* --readv: n bytes at p as up to four elements, the first ones of at
+ * least the threshold. */
+static ssize_t recv_elements(int fd, unsigned char *p, size_t n, prng_t *r)
+{
+	struct iovec iov[4];
+	size_t t = (size_t)opt_thresh;
+	int k = 0;
+
+	while (k < 3 && n >= 2 * t) {
+		size_t e = (size_t)prng_range(r, t, n - t);
+
+		iov[k].iov_base = p;
+		iov[k++].iov_len = e;
+		p += e;
+		n -= e;
+	}
+	iov[k].iov_base = p;
+	iov[k++].iov_len = n;
+	return readv(fd, iov, k);
+}
+
 static void *reader_main(void *arg)
 {
 	struct side *s = arg;
@@ -133,7 +220,8 @@ static void *reader_main(void *arg)
 	prng_seed(&r, s->seed_in + 99);
 	for (;;) {
 		size_t n = (size_t)prng_range(&r, 64 * 1024, cap);
-		ssize_t k = recv(s->fd, buf, n, 0);
+		ssize_t k = opt_readv ? recv_elements(s->fd, buf, n, &r) :
+			recv(s->fd, buf, n, 0);
 
 		if (k < 0 && errno == EINTR)
 			continue;
@@ -241,6 +329,11 @@ static int run_side(int fd, const char *name, uint64_t seed_out, uint64_t seed_i
 		die("%s: Write ZCopy happened with SDP_ZCOPY_WRITE=0", name);
 	if (!strcmp(opt_require, "write") && (!st.wr_rx_bytes || !st.wr_tx_bytes))
 		die("%s: no Write ZCopy happened", name);
+	info("%s: MaxAdverts ours %u, peer's %u; most SrcAvails out at once: "
+	     "ours %" PRIu64 ", the peer's held %" PRIu64, name, st.max_adverts,
+	     st.peer_max_adverts, st.tx_adverts_peak, st.rx_adverts_peak);
+	if (opt_writev && st.tx_adverts_peak < 2)
+		die("%s: --writev: never several SrcAvails outstanding", name);
 	if (!st.rx_bytes + !st.wr_rx_bytes == 2 ||
 	    !st.tx_bytes + !st.wr_tx_bytes == 2)
 		die("%s: no ZCopy happened", name);
@@ -276,6 +369,10 @@ int main(int argc, char **argv)
 			i++;
 		} else if (!strcmp(a, "--signals")) {
 			opt_signals = 1;
+		} else if (!strcmp(a, "--writev")) {
+			opt_writev = 1;
+		} else if (!strcmp(a, "--readv")) {
+			opt_readv = 1;
 		} else if (!strcmp(a, "--require") && v &&
 			   (!strcmp(v, "read") || !strcmp(v, "write") ||
 			    !strcmp(v, "any"))) {
@@ -283,7 +380,7 @@ int main(int argc, char **argv)
 			i++;
 		} else {
 			fprintf(stderr, "usage: sdp_zcopy %s [--bytes N] [--thresh N] "
-				"[--signals] [--require read|write|any]\n",
+				"[--signals] [--writev] [--readv] [--require read|write|any]\n",
 				family_usage());
 			return 2;
 		}

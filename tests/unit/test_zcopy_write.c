@@ -551,6 +551,193 @@ static void test_duplex(void)
 	CHECK_ALL_RELEASED();
 }
 
+/* ---- 5b. several SinkAvails (a readv of several large elements) ------------------- */
+
+struct rcvv {
+	struct sdp_conn *c;
+	struct iovec iov[4];
+	int n;
+	int flags;
+	ssize_t ret;
+};
+
+static void *rcvv_main(void *arg)
+{
+	struct rcvv *r = arg;
+
+	r->ret = sdp_conn_recv(r->c, r->iov, r->n, r->flags, 0, eh_ms(10000));
+	return NULL;
+}
+
+struct holds_arg {
+	struct sdp_conn *c;
+	uint32_t n;
+};
+
+static int source_holds_n(void *arg)
+{
+	struct holds_arg *h = arg;
+	uint32_t k;
+
+	pthread_mutex_lock(&h->c->lock);
+	k = sdp_zcopy_snk_peer_held(h->c);
+	pthread_mutex_unlock(&h->c->lock);
+	return k == h->n;
+}
+
+/* A readv into `dst` cut in elements of the given sizes; waits until the
+ * source holds all its SinkAvails. */
+static int advertise_v(pthread_t *th, struct rcvv *r, struct sdp_conn *srv,
+		       struct sdp_conn *cli, uint8_t *dst, const size_t *sz,
+		       int n, int flags)
+{
+	struct holds_arg h = { cli, (uint32_t)n };
+	size_t off = 0;
+
+	memset(r, 0, sizeof(*r));
+	r->c = srv;
+	r->n = n;
+	r->flags = flags;
+	for (int i = 0; i < n; i++) {
+		r->iov[i].iov_base = dst + off;
+		r->iov[i].iov_len = sz[i];
+		off += sz[i];
+	}
+	if (pthread_create(th, NULL, rcvv_main, r))
+		return 0;
+	return eh_poll_until(sink_advertised, srv, 5000) &&
+	       eh_poll_until(source_holds_n, &h, 5000);
+}
+
+static void test_several_sinks(void)
+{
+	static const size_t three[] = { 2 * THRESH, 3 * THRESH, THRESH };
+	static const size_t twos[] = { 2 * THRESH, 2 * THRESH, 2 * THRESH };
+	struct eh_server s = { 0 };
+	struct sdp_conn *cli, *srv;
+	size_t n = 8 * THRESH;
+	uint8_t *src = malloc(n), *dst = calloc(1, n);
+	struct sdp_conn_stats a, b;
+	struct rcvv r;
+	pthread_t th;
+
+	REQUIRE(src && dst);
+	REQUIRE_OK(eh_listen(&s));
+	REQUIRE_OK(pair(&s, &cli, &srv));
+	go_pipelined(cli, srv);
+
+	/* Three elements, three SinkAvails; one send fills them in order
+	 * (the sink's lock held meanwhile: it sees all three RdmaWrCompls
+	 * at once). */
+	eh_stream_fill(50, 0, src, 6 * THRESH);
+	a = eh_stats(cli);
+	b = eh_stats(srv);
+	REQUIRE(advertise_v(&th, &r, srv, cli, dst, three, 3, 0));
+	CHECK_EQ(atomic_load(&sdp_zcopy_live_mrs), 3);
+	pthread_mutex_lock(&srv->lock);
+	CHECK_EQ(sdp_zcopy_snk_out(srv), 3);
+	pthread_mutex_unlock(&srv->lock);
+	{
+		struct snd sd = { cli, src, 6 * THRESH, 0 };
+		pthread_t sth;
+
+		pthread_mutex_lock(&srv->lock);
+		REQUIRE(pthread_create(&sth, NULL, snd_main, &sd) == 0);
+		CHECK(eh_join(sth, NULL, 10000) == 0);
+		pthread_mutex_unlock(&srv->lock);
+		CHECK_EQ(sd.ret, 6 * THRESH);
+	}
+	CHECK(eh_join(th, NULL, 10000) == 0);
+	CHECK_EQ(r.ret, 6 * THRESH);
+	CHECK(!memcmp(src, dst, 6 * THRESH));
+	CHECK_EQ_U(eh_stats(srv).zc_wr_sink_adverts - b.zc_wr_sink_adverts, 3);
+	CHECK_EQ_U(eh_stats(srv).zc_wr_rx_bytes - b.zc_wr_rx_bytes, 6 * THRESH);
+	CHECK_EQ_U(eh_stats(cli).zc_wr_src_adverts - a.zc_wr_src_adverts, 3);
+	CHECK_EQ_U(eh_stats(cli).zc_wr_tx_bytes - a.zc_wr_tx_bytes, 6 * THRESH);
+	CHECK_EQ_U(eh_stats(srv).zc_wr_sink_unused, b.zc_wr_sink_unused);
+	CHECK_MRS_RELEASED();
+
+	/* A send that fills the first and half the second: that partial
+	 * RdmaWrCompl ends all three on both sides (no hole in the
+	 * stream); recv returns the 3 thresholds written. */
+	eh_stream_fill(51, 0, src, 3 * THRESH);
+	memset(dst, 0, n);
+	a = eh_stats(cli);
+	b = eh_stats(srv);
+	REQUIRE(advertise_v(&th, &r, srv, cli, dst, twos, 3, 0));
+	{
+		struct snd sd = { cli, src, 3 * THRESH, 0 };
+		pthread_t sth;
+
+		pthread_mutex_lock(&srv->lock);
+		REQUIRE(pthread_create(&sth, NULL, snd_main, &sd) == 0);
+		CHECK(eh_join(sth, NULL, 10000) == 0);
+		pthread_mutex_unlock(&srv->lock);
+		CHECK_EQ(sd.ret, 3 * THRESH);
+	}
+	CHECK(eh_join(th, NULL, 10000) == 0);
+	CHECK_EQ(r.ret, 3 * THRESH);
+	CHECK(!memcmp(src, dst, 3 * THRESH));
+	CHECK_EQ_U(eh_stats(srv).zc_wr_sink_unused - b.zc_wr_sink_unused, 1);
+	CHECK_EQ_U(eh_stats(cli).zc_wr_src_unused - a.zc_wr_src_unused, 1);
+	CHECK(!source_holds(cli));
+	CHECK_MRS_RELEASED();
+
+	/* A send that fills exactly the first: recv (no MSG_WAITALL)
+	 * returns it and takes the others back (SinkAvailCancel). */
+	eh_stream_fill(52, 0, src, 2 * THRESH);
+	memset(dst, 0, n);
+	b = eh_stats(srv);
+	REQUIRE(advertise_v(&th, &r, srv, cli, dst, twos, 3, 0));
+	CHECK_EQ(eh_send(cli, src, 2 * THRESH, 0), 2 * THRESH);
+	CHECK(eh_join(th, NULL, 10000) == 0);
+	CHECK_EQ(r.ret, 2 * THRESH);
+	CHECK(!memcmp(src, dst, 2 * THRESH));
+	CHECK_EQ_U(eh_stats(srv).zc_wr_sink_cancels - b.zc_wr_sink_cancels, 1);
+	CHECK(eh_poll_until(no_live_mrs, NULL, 5000));
+	CHECK(!source_holds(cli));
+
+	/* MSG_WAITALL over two sends: both buffers filled, no cancel. */
+	eh_stream_fill(53, 0, src, 4 * THRESH);
+	memset(dst, 0, n);
+	b = eh_stats(srv);
+	REQUIRE(advertise_v(&th, &r, srv, cli, dst, twos, 2, MSG_WAITALL));
+	CHECK_EQ(eh_send(cli, src, 2 * THRESH, 0), 2 * THRESH);
+	CHECK_EQ(eh_send(cli, src + 2 * THRESH, 2 * THRESH, 0), 2 * THRESH);
+	CHECK(eh_join(th, NULL, 10000) == 0);
+	CHECK_EQ(r.ret, 4 * THRESH);
+	CHECK(!memcmp(src, dst, 4 * THRESH));
+	CHECK_EQ_U(eh_stats(srv).zc_wr_sink_cancels, b.zc_wr_sink_cancels);
+
+	/* BCopy data crossing them ends them all, unused. */
+	memset(dst, 0, n);
+	b = eh_stats(srv);
+	REQUIRE(advertise_v(&th, &r, srv, cli, dst, twos, 3, 0));
+	CHECK_EQ(eh_send(cli, src, 100, 0), 100);
+	CHECK(eh_join(th, NULL, 10000) == 0);
+	CHECK_EQ(r.ret, 100);
+	CHECK(!memcmp(src, dst, 100));
+	CHECK_EQ_U(eh_stats(srv).zc_wr_sink_unused - b.zc_wr_sink_unused, 3);
+	CHECK(!source_holds(cli));
+
+	CHECK_EQ(eh_state(cli), SDP_ST_ESTABLISHED);
+	CHECK_EQ(eh_state(srv), SDP_ST_ESTABLISHED);
+	CHECK_MRS_RELEASED();
+
+	/* The source aborts with three outstanding: all released. */
+	REQUIRE(advertise_v(&th, &r, srv, cli, dst, twos, 3, 0));
+	CHECK_EQ(atomic_load(&sdp_zcopy_live_mrs), 3);
+	sdp_conn_close(cli, 1);
+	CHECK(eh_join(th, NULL, 10000) == 0);
+	CHECK_EQ(r.ret, -ECONNRESET);
+	CHECK_MRS_RELEASED();
+	sdp_conn_close(srv, 0);
+	free(src);
+	free(dst);
+	eh_unlisten(&s);
+	CHECK_ALL_RELEASED();
+}
+
 /* ---- 6. malformed and out-of-mode messages reset ------------------------------------- */
 
 static void expect_reset(struct sdp_conn *victim)
@@ -600,7 +787,7 @@ static void test_violations(void)
 	sdp_conn_close(cli, 1);
 	sdp_conn_close(srv, 1);
 
-	/* A second SinkAvail while one is outstanding (Pipelined). */
+	/* More SinkAvails outstanding than our MaxAdverts (Pipelined). */
 	REQUIRE_OK(pair(&s, &cli, &srv));
 	go_pipelined(cli, srv);
 	pthread_mutex_lock(&srv->lock);
@@ -608,9 +795,14 @@ static void test_violations(void)
 		uint32_t nd = srv->zc_data_msgs_rx;
 
 		pthread_mutex_unlock(&srv->lock);
-		CHECK_EQ(post_sink_avail(srv, (uint32_t)n, nd), 0);
-		eh_progress(cli);
+		for (unsigned i = 0; i < SDP_ZC_MAX_ADVERTS; i++) {
+			CHECK_EQ(post_sink_avail(srv, (uint32_t)n, nd), 0);
+			eh_progress(cli);
+		}
 		CHECK(source_holds(cli));
+		pthread_mutex_lock(&cli->lock);
+		CHECK_EQ(sdp_zcopy_snk_peer_held(cli), SDP_ZC_MAX_ADVERTS);
+		pthread_mutex_unlock(&cli->lock);
 		CHECK_EQ(post_sink_avail(srv, (uint32_t)n, nd), 0);
 	}
 	expect_reset(cli);
@@ -686,6 +878,9 @@ static const struct eh_test tests[] = {
 	{ "abort / link death / close with an advertisement outstanding",
 	  test_abort_outstanding },
 	{ "both directions at once, reader and writer threads", test_duplex },
+	{ "several SinkAvails: readv elements filled in order, partial, "
+	  "cancel of the rest, WAITALL, data crossing, abort",
+	  test_several_sinks },
 	{ "malformed and out-of-mode messages reset", test_violations },
 	{ NULL, NULL },
 };
