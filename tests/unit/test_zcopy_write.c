@@ -536,12 +536,14 @@ static void test_duplex(void)
 	       (unsigned long long)eh_stats(srv).zc_rx_bytes,
 	       (unsigned long long)eh_stats(cli).zc_rx_bytes,
 	       2 * 6 * (4u << 20));
-	/* Which side gets its SinkAvail in first is up to the scheduler
-	 * (a crossing SrcAvail or BCopy ends an advertisement unused): the
-	 * point is that both directions run at once without deadlock or a
-	 * wrong byte, with Write ZCopy really taking part. */
-	CHECK_OP(eh_stats(srv).zc_wr_rx_bytes + eh_stats(cli).zc_wr_rx_bytes,
-		 >, 0);
+	/* Which side gets its SinkAvail in first, and whether any does, is
+	 * up to the scheduler (a crossing SrcAvail or BCopy ends an
+	 * advertisement unused; about 1 run in 50 had no Write ZCopy at
+	 * all): the point is that both directions run at once without
+	 * deadlock or a wrong byte, with ZCopy of some kind taking part.
+	 * Write ZCopy itself is proven by the deterministic tests above. */
+	CHECK_OP(eh_stats(srv).zc_wr_rx_bytes + eh_stats(cli).zc_wr_rx_bytes +
+		 eh_stats(srv).zc_rx_bytes + eh_stats(cli).zc_rx_bytes, >, 0);
 	CHECK_EQ_U(eh_stats(srv).zc_wr_rx_bytes, eh_stats(cli).zc_wr_tx_bytes);
 	CHECK_EQ_U(eh_stats(cli).zc_wr_rx_bytes, eh_stats(srv).zc_wr_tx_bytes);
 	CHECK_MRS_RELEASED();
