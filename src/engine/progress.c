@@ -36,6 +36,7 @@
 #include "engine/real.h"
 #include "engine/owner.h"
 #include "engine/stats_shm.h"	/* sdpstat */
+#include "engine/tsan.h"
 
 #define TAG_LISTENER 0x1ul
 #define TAG_MASK 0x3ul
@@ -159,6 +160,7 @@ int sdp_progress_add_conn(struct sdp_conn *c)
 	fd = SDP_TP(c->qp)->event_fd(c->qp);
 	ev.events = EPOLLIN;
 	ev.data.ptr = c;
+	SDP_TSAN_RELEASE(c);	/* handed to the progress thread by epoll */
 	if (fd < 0 || epoll_ctl(P.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		r = fd < 0 ? fd : -errno;
 		pthread_mutex_unlock(&c->lock);
@@ -193,6 +195,7 @@ int sdp_progress_add_listener(struct sdp_listen *l)
 	sdp_listen_get(l);
 	ev.events = EPOLLIN;
 	ev.data.ptr = (void *)((uintptr_t)l | TAG_LISTENER);
+	SDP_TSAN_RELEASE(l);	/* handed to the progress thread by epoll */
 	if (epoll_ctl(P.epfd, EPOLL_CTL_ADD, sdp_listen_fd(l), &ev) < 0) {
 		r = -errno;
 		sdp_listen_put(l);
@@ -413,10 +416,12 @@ static void *progress_main(void *arg)
 			} else if (p & TAG_LISTENER) {
 				struct sdp_listen *l = (void *)(p & ~TAG_MASK);
 
+				SDP_TSAN_ACQUIRE(l);
 				sdp_listen_service(l);
 			} else if (nrel < 64) {
 				struct sdp_conn *c = (void *)p;
 
+				SDP_TSAN_ACQUIRE(c);
 				if (service_conn(c, now))
 					release[nrel++] = c;
 			}

@@ -84,7 +84,7 @@ struct side {
 	const char *name;
 	uint64_t seed_out, seed_in;
 	pthread_t writer, reader;
-	volatile int writer_done, reader_done;
+	int writer_done, reader_done;	/* atomic */
 	uint64_t eintr, partial;
 };
 
@@ -182,7 +182,7 @@ static void *writer_main(void *arg)
 	free(buf);
 	if (shutdown(s->fd, SHUT_WR) < 0)
 		DIE_ERRNO("shutdown");
-	s->writer_done = 1;
+	__atomic_store_n(&s->writer_done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -243,7 +243,7 @@ static void *reader_main(void *arg)
 	if (off != opt_bytes)
 		die("%s: EOF after %" PRIu64 " of %" PRIu64 " bytes", s->name, off,
 		    opt_bytes);
-	s->reader_done = 1;
+	__atomic_store_n(&s->reader_done, 1, __ATOMIC_RELEASE);
 	free(buf);
 	free(want);
 	return NULL;
@@ -256,10 +256,11 @@ static void *signaller_main(void *arg)
 
 	/* Both threads: blocked ZCopy sends cancel their SrcAvail, blocked
 	 * recvs their SinkAvail. */
-	while (!s->writer_done || !s->reader_done) {
-		if (!s->writer_done)
+	while (!__atomic_load_n(&s->writer_done, __ATOMIC_ACQUIRE) ||
+	       !__atomic_load_n(&s->reader_done, __ATOMIC_ACQUIRE)) {
+		if (!__atomic_load_n(&s->writer_done, __ATOMIC_ACQUIRE))
 			pthread_kill(s->writer, SIGUSR1);
-		if (!s->reader_done)
+		if (!__atomic_load_n(&s->reader_done, __ATOMIC_ACQUIRE))
 			pthread_kill(s->reader, SIGUSR1);
 		nanosleep(&ts, NULL);
 	}

@@ -187,13 +187,13 @@ static int t_epoll_et(void)
 
 typedef struct {
 	pthread_t target;
-	volatile int done;
+	int done;	/* atomic */
 } sig_t_arg;
 
 static void *signaller(void *arg)
 {
 	sig_t_arg *a = arg;
-	for (int i = 0; i < 500 && !a->done; i++) {
+	for (int i = 0; i < 500 && !__atomic_load_n(&a->done, __ATOMIC_ACQUIRE); i++) {
 		pthread_kill(a->target, SIGUSR1);
 		msleep_poll(10);
 	}
@@ -217,7 +217,7 @@ static int t_eintr(void)
 	errno = 0;
 	ssize_t n = recv(c, &b, 1, 0);
 	int e = errno;
-	a.done = 1;
+	__atomic_store_n(&a.done, 1, __ATOMIC_RELEASE);
 	pthread_join(th, NULL);
 	sigaction(SIGUSR1, &old, NULL);
 	CHECK(n < 0 && e == EINTR, "blocking recv interrupted by a signal returned %zd (%s), expected -1 EINTR",
