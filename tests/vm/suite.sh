@@ -99,6 +99,12 @@ sockperf_tp() { # size
 export -f sockperf_tp pkts
 t sockperf-tp-64 60 sockperf_tp 64
 t sockperf-tp-1400 60 sockperf_tp 1400
+# Keep this step LAST.  After it, soft-RoCE's CM on rxe-b no longer answers
+# new connection requests from rxe-a: a connect() towards 10.99.0.2 gets no
+# reply until the CM's REQ retries run out (~100 s, ETIMEDOUT), and perftest's
+# rdma_cm (ib_send_lat -R) fails the same way, so it is the emulated device's
+# state, not libsdp.  Anything placed after it "hangs" in connect (that was
+# the "sockperf tp hangs" report).
 # Link down under a streaming connection: both ends get ECONNRESET/ETIMEDOUT
 # within the bound, no QP is left.  Measured ~2.7 s: the retry budget (QP ACK
 # timeout 268 ms x 7 tries, verbs.h) plus the port-down check (verbs_dev.c);
