@@ -12,6 +12,8 @@
 # Bandwidth for 64 KiB, 256 KiB, 1 MiB messages; ping-pong latency (64 B).
 # Each figure: median of REPEAT runs [min-max]; each run is bounded (a hung
 # run counts as missing: "n/a").  Prints a markdown table.
+# BENCH_LAT_ONLY=1: only the ping-pong rows (SDP with and without the verbs
+# wait spin, SDP_VERBS_SPIN_US=0, in the same boot; TCP; ib_send_lat).
 set -u
 B=${1:-build} R=${2:-3}
 A=10.99.0.1 S=10.99.0.2
@@ -57,7 +59,8 @@ rst() { # mode size count -> usec per transfer (64 B) or Gbit/s
 	kill $sp 2>/dev/null; wait $sp 2>/dev/null
 }
 declare -A res
-for size in 65536 262144 1048576; do
+[ -n "${BENCH_LAT_ONLY:-}" ] && sizes= || sizes="65536 262144 1048576"
+for size in $sizes; do
 	for m in sdp tcp; do
 		res[$m,$size]=$(for i in $(seq $R); do bw $m $size; done | med)
 	done
@@ -66,27 +69,35 @@ for size in 65536 262144 1048576; do
 	res[zc,$size]=$(for i in $(seq $R); do SDP_ZCOPY_THRESH=$size bw sdp $size; done | med)
 done
 for m in sdp tcp; do res[$m,lat]=$(for i in $(seq $R); do lat $m; done | med); done
+res[nospin,lat]=$(for i in $(seq $R); do SDP_VERBS_SPIN_US=0 lat sdp; done | med)
 res[raw,lat]=$(for i in $(seq $R); do pt ib_send_lat 64; done | med)
 # rstream: 32 MiB per bandwidth run (~2 s at 0.15 Gbit/s), 2000 ping-pongs.
-for m in sdp rs tcp; do
+[ -n "${BENCH_LAT_ONLY:-}" ] && rsm= || rsm="sdp rs tcp"
+for m in $rsm; do
 	res[rst,$m,64]=$(for i in $(seq $R); do rst $m 64 2000; done | med)
 	res[rst,$m,65536]=$(for i in $(seq $R); do rst $m 65536 512; done | med)
 	res[rst,$m,1048576]=$(for i in $(seq $R); do rst $m 1048576 32; done | med)
 done
 ratio() { awk -v a="${1%% *}" -v b="${2%% *}" 'BEGIN {if (a+0 > 0 && b+0 > 0) printf "%.2f", a/b; else printf "n/a"}'; }
+if [ -n "${BENCH_LAT_ONLY:-}" ]; then
+	echo "| ping-pong 64 B (usec) | SDP | SDP, SDP_VERBS_SPIN_US=0 | kernel TCP | ib_send_lat |"
+	echo "|---|---|---|---|---|"
+	echo "| sockperf / perftest | ${res[sdp,lat]} | ${res[nospin,lat]} | ${res[tcp,lat]} | ${res[raw,lat]} |"
+	exit 0
+fi
 echo "| message | SDP (Gbit/s) | SDP ZCopy | kernel TCP | ib_send_bw | ib_read_bw | SDP/TCP | ZCopy/RDMA READ |"
 echo "|---|---|---|---|---|---|---|---|"
 for size in 65536 262144 1048576; do
 	echo "| $((size / 1024)) KiB | ${res[sdp,$size]} | ${res[zc,$size]} | ${res[tcp,$size]} | ${res[send,$size]} | ${res[read,$size]} | $(ratio "${res[sdp,$size]}" "${res[tcp,$size]}") | $(ratio "${res[zc,$size]}" "${res[read,$size]}") |"
 done
 echo
-echo "| ping-pong 64 B (usec) | SDP | kernel TCP | ib_send_lat |"
-echo "|---|---|---|---|"
-echo "| sockperf / perftest | ${res[sdp,lat]} | ${res[tcp,lat]} | ${res[raw,lat]} |"
-echo
-echo "| rstream | SDP | rsockets | kernel TCP | SDP/rsockets |"
+echo "| ping-pong 64 B (usec) | SDP | SDP, SDP_VERBS_SPIN_US=0 | kernel TCP | ib_send_lat |"
 echo "|---|---|---|---|---|"
-echo "| 64 B ping-pong (usec/xfer) | ${res[rst,sdp,64]} | ${res[rst,rs,64]} | ${res[rst,tcp,64]} | $(ratio "${res[rst,rs,64]}" "${res[rst,sdp,64]}") (speed-up) |"
+echo "| sockperf / perftest | ${res[sdp,lat]} | ${res[nospin,lat]} | ${res[tcp,lat]} | ${res[raw,lat]} |"
+echo
+echo "| rstream | SDP | rsockets | kernel TCP | SDP vs rsockets (>1: SDP better) |"
+echo "|---|---|---|---|---|"
+echo "| 64 B ping-pong (usec/xfer) | ${res[rst,sdp,64]} | ${res[rst,rs,64]} | ${res[rst,tcp,64]} | $(ratio "${res[rst,rs,64]}" "${res[rst,sdp,64]}") |"
 for size in 65536 1048576; do
 	echo "| $((size / 1024)) KiB (Gbit/s) | ${res[rst,sdp,$size]} | ${res[rst,rs,$size]} | ${res[rst,tcp,$size]} | $(ratio "${res[rst,sdp,$size]}" "${res[rst,rs,$size]}") |"
 done
