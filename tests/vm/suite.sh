@@ -74,7 +74,9 @@ sockperf_run() { # pp|tp
 		sleep 1
 		"$RUN" sockperf "$1" --tcp -i $S -p 11111 --client_ip $A -t 2 \
 			-m "${2:-64}" >/tmp/sockperf-c.log 2>&1; rc=$?
-		[ $rc = 0 ] && break
+		# sockperf exits 0 when it cannot connect: a server not yet
+		# listening (slow emulation) shows as a refusal; try again.
+		[ $rc = 0 ] && ! grep -q 'Connection refused' /tmp/sockperf-c.log && break
 	done
 	cat /tmp/sockperf-c.log
 	kill $sp; wait $sp 2>/dev/null
