@@ -3,22 +3,26 @@
 # scripts/bench-vm.sh [BUILD] [REPEAT] — runs INSIDE the VM (not part of make
 # test):  scripts/vm-run -t 1800 -- bash scripts/bench-vm.sh build 3
 # Side by side, rxe-a (10.99.0.1) -> rxe-b (10.99.0.2) over the veth pair:
-#   SDP over verbs (iperf3 / sockperf under tools/sdp_run), rsockets (the same
-#   programs with rdma-core's librspreload.so), kernel TCP over the same veth,
-#   raw verbs (perftest ib_read_bw / ib_send_bw / ib_send_lat, rdma_cm).
+#   SDP over verbs (iperf3 / sockperf under tools/sdp_run), kernel TCP over
+#   the same veth, raw verbs (perftest ib_read_bw / ib_send_bw / ib_send_lat,
+#   rdma_cm); then SDP, rsockets and TCP with one program, rdma-core's
+#   rstream (native rsockets; "-T s" = ordinary sockets, under sdp_run for
+#   SDP).  Not iperf3/sockperf with librspreload.so: neither runs on rsockets
+#   (docs/BENCHMARKS-VM.md, "rsockets").
 # Bandwidth for 64 KiB, 256 KiB, 1 MiB messages; ping-pong latency (64 B).
 # Each figure: median of REPEAT runs [min-max]; each run is bounded (a hung
 # run counts as missing: "n/a").  Prints a markdown table.
+# BENCH_LAT_ONLY=1: only the ping-pong rows (SDP with and without the verbs
+# wait spin, SDP_VERBS_SPIN_US=0, in the same boot; TCP; ib_send_lat).
 set -u
 B=${1:-build} R=${2:-3}
 A=10.99.0.1 S=10.99.0.2
 RUN="$PWD/tools/sdp_run"
 export SDP_RUN_LIBRARY=$PWD/$B/lib/libsdp.so SDP_TRANSPORT=verbs
-RS=$(ls /usr/lib/x86_64-linux-gnu/rsocket/librspreload.so 2>/dev/null)
 T=${BENCH_TIME:-3}
 med() { sort -g | awk '{v[NR]=$1} END {if (!NR) {print "n/a"; exit}
 	printf "%.1f [%.1f-%.1f]\n", v[int((NR+1)/2)], v[1], v[NR]}'; }
-wrap() { case $1 in sdp) echo "$RUN" ;; rs) echo "env LD_PRELOAD=$RS" ;; tcp) echo env ;; esac; }
+wrap() { case $1 in sdp) echo "$RUN" ;; tcp) echo env ;; esac; }
 bw() { # mode size -> Gbit/s
 	local w; w=$(wrap "$1")
 	$w iperf3 -s -B $S -1 -p 5300 >/dev/null 2>&1 & local sp=$!
@@ -45,24 +49,55 @@ pt() { # perftest binary size -> Gbit/s (or usec for _lat)
 	fi
 	kill $sp 2>/dev/null; wait $sp 2>/dev/null
 }
+rst() { # mode size count -> usec per transfer (64 B) or Gbit/s
+	local w=env o="-T s"
+	case $1 in sdp) w=$RUN ;; rs) o= ;; esac
+	timeout $((T + 30)) $w rstream $o -b $S -p 7471 -S "$2" -C "$3" >/dev/null 2>&1 & local sp=$!
+	sleep 1
+	timeout $((T + 25)) $w rstream $o -s $S -b $A -p 7471 -S "$2" -C "$3" 2>/dev/null |
+		awk -v s="$2" '$1 == "custom" {print (s == 64 ? $8 : $7)}'
+	kill $sp 2>/dev/null; wait $sp 2>/dev/null
+}
 declare -A res
-for size in 65536 262144 1048576; do
-	for m in sdp rs tcp; do
+[ -n "${BENCH_LAT_ONLY:-}" ] && sizes= || sizes="65536 262144 1048576"
+for size in $sizes; do
+	for m in sdp tcp; do
 		res[$m,$size]=$(for i in $(seq $R); do bw $m $size; done | med)
 	done
 	res[read,$size]=$(for i in $(seq $R); do pt ib_read_bw $size; done | med)
 	res[send,$size]=$(for i in $(seq $R); do pt ib_send_bw $size; done | med)
 	res[zc,$size]=$(for i in $(seq $R); do SDP_ZCOPY_THRESH=$size bw sdp $size; done | med)
 done
-for m in sdp rs tcp; do res[$m,lat]=$(for i in $(seq $R); do lat $m; done | med); done
+for m in sdp tcp; do res[$m,lat]=$(for i in $(seq $R); do lat $m; done | med); done
+res[nospin,lat]=$(for i in $(seq $R); do SDP_VERBS_SPIN_US=0 lat sdp; done | med)
 res[raw,lat]=$(for i in $(seq $R); do pt ib_send_lat 64; done | med)
+# rstream: 32 MiB per bandwidth run (~2 s at 0.15 Gbit/s), 2000 ping-pongs.
+[ -n "${BENCH_LAT_ONLY:-}" ] && rsm= || rsm="sdp rs tcp"
+for m in $rsm; do
+	res[rst,$m,64]=$(for i in $(seq $R); do rst $m 64 2000; done | med)
+	res[rst,$m,65536]=$(for i in $(seq $R); do rst $m 65536 512; done | med)
+	res[rst,$m,1048576]=$(for i in $(seq $R); do rst $m 1048576 32; done | med)
+done
 ratio() { awk -v a="${1%% *}" -v b="${2%% *}" 'BEGIN {if (a+0 > 0 && b+0 > 0) printf "%.2f", a/b; else printf "n/a"}'; }
-echo "| message | SDP (Gbit/s) | SDP ZCopy | rsockets | kernel TCP | ib_send_bw | ib_read_bw | SDP/rsockets | SDP/TCP | ZCopy/RDMA READ |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+if [ -n "${BENCH_LAT_ONLY:-}" ]; then
+	echo "| ping-pong 64 B (usec) | SDP | SDP, SDP_VERBS_SPIN_US=0 | kernel TCP | ib_send_lat |"
+	echo "|---|---|---|---|---|"
+	echo "| sockperf / perftest | ${res[sdp,lat]} | ${res[nospin,lat]} | ${res[tcp,lat]} | ${res[raw,lat]} |"
+	exit 0
+fi
+echo "| message | SDP (Gbit/s) | SDP ZCopy | kernel TCP | ib_send_bw | ib_read_bw | SDP/TCP | ZCopy/RDMA READ |"
+echo "|---|---|---|---|---|---|---|---|"
 for size in 65536 262144 1048576; do
-	echo "| $((size / 1024)) KiB | ${res[sdp,$size]} | ${res[zc,$size]} | ${res[rs,$size]} | ${res[tcp,$size]} | ${res[send,$size]} | ${res[read,$size]} | $(ratio "${res[sdp,$size]}" "${res[rs,$size]}") | $(ratio "${res[sdp,$size]}" "${res[tcp,$size]}") | $(ratio "${res[zc,$size]}" "${res[read,$size]}") |"
+	echo "| $((size / 1024)) KiB | ${res[sdp,$size]} | ${res[zc,$size]} | ${res[tcp,$size]} | ${res[send,$size]} | ${res[read,$size]} | $(ratio "${res[sdp,$size]}" "${res[tcp,$size]}") | $(ratio "${res[zc,$size]}" "${res[read,$size]}") |"
 done
 echo
-echo "| ping-pong 64 B (usec) | SDP | rsockets | kernel TCP | ib_send_lat |"
+echo "| ping-pong 64 B (usec) | SDP | SDP, SDP_VERBS_SPIN_US=0 | kernel TCP | ib_send_lat |"
 echo "|---|---|---|---|---|"
-echo "| latency | ${res[sdp,lat]} | ${res[rs,lat]} | ${res[tcp,lat]} | ${res[raw,lat]} |"
+echo "| sockperf / perftest | ${res[sdp,lat]} | ${res[nospin,lat]} | ${res[tcp,lat]} | ${res[raw,lat]} |"
+echo
+echo "| rstream | SDP | rsockets | kernel TCP | SDP vs rsockets (>1: SDP better) |"
+echo "|---|---|---|---|---|"
+echo "| 64 B ping-pong (usec/xfer) | ${res[rst,sdp,64]} | ${res[rst,rs,64]} | ${res[rst,tcp,64]} | $(ratio "${res[rst,rs,64]}" "${res[rst,sdp,64]}") |"
+for size in 65536 1048576; do
+	echo "| $((size / 1024)) KiB (Gbit/s) | ${res[rst,sdp,$size]} | ${res[rst,rs,$size]} | ${res[rst,tcp,$size]} | $(ratio "${res[rst,sdp,$size]}" "${res[rst,rs,$size]}") |"
+done

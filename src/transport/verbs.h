@@ -63,6 +63,11 @@
 #define VB_HELLO_SIZE	92		/* the whole Hello (BSDH + HH) */
 #define VB_MAX_EVENTS	4		/* queued CM events per QP */
 #define VB_SEND_WAIT_MS	2000		/* post_send waiting for SQ room */
+/* wait(): poll the device CQ for up to this long before sleeping, but only
+ * on a QP that had a completion within VB_SPIN_RECENT_MS (an idle process
+ * never spins).  SDP_VERBS_SPIN_US overrides; 0 switches it off. */
+#define VB_SPIN_US	200
+#define VB_SPIN_RECENT_MS 100
 
 /* Hardware wr_id: | slot:20 | gen:12 | recv:1 | index:31 | */
 #define VB_WRID(slot, gen, recv, idx) \
@@ -154,6 +159,7 @@ struct vb_qp {
 	_Atomic uint32_t seq;		/* futex: news for this QP */
 	_Atomic uint32_t waiters;
 	_Atomic uint32_t armed;		/* req_notify() wants an evfd write */
+	_Atomic uint64_t news_ns;	/* last completion (spin in wait) */
 	int evfd;
 };
 
@@ -188,6 +194,7 @@ struct vb_global {
 	uint32_t epoch;
 	int state;			/* 0: not yet, 1: up, <0: failed */
 	uint8_t ack_timeout;		/* QP local ACK timeout exponent */
+	uint32_t spin_ns;		/* wait(): bounded CQ polling */
 	pthread_mutex_t init_lock;
 	struct rdma_event_channel *cm;
 	int epfd;
@@ -210,6 +217,8 @@ void sdp__verbs_orphan(struct vb_qp *qp);
 int sdp__verbs_dev_attach(struct vb_dev *d, struct vb_qp *qp, int entries);
 void sdp__verbs_dev_detach(struct vb_dev *d, struct vb_qp *qp, int entries);
 void sdp__verbs_dev_drain(struct vb_dev *d);
+bool sdp__verbs_dev_try_drain(struct vb_dev *d);
+uint64_t sdp__verbs_now_ns(void);
 void sdp__verbs_bump(struct vb_qp *qp);
 void sdp__verbs_push_event(struct vb_qp *qp, enum sdp_cm_event_type type,
 			   int err, const void *priv, uint32_t priv_len);

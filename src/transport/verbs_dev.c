@@ -69,12 +69,17 @@ static void cm_events(void)
 	}
 }
 
-static uint64_t now_ms(void)
+uint64_t sdp__verbs_now_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t now_ms(void)
+{
+	return sdp__verbs_now_ns() / 1000000u;
 }
 
 /* How long a QP may go unanswered before the hardware gives up on it:
@@ -218,6 +223,10 @@ static int vb_start(void)
 	sdp__vb.ack_timeout = VB_ACK_TIMEOUT;
 	if (env && *env && atoi(env) >= 1 && atoi(env) <= 31)
 		sdp__vb.ack_timeout = (uint8_t)atoi(env);
+	env = getenv("SDP_VERBS_SPIN_US");
+	sdp__vb.spin_ns = VB_SPIN_US * 1000u;
+	if (env && *env && atoi(env) >= 0 && atoi(env) <= 1000000)
+		sdp__vb.spin_ns = (uint32_t)atoi(env) * 1000u;
 	list = ibv_get_device_list(&sdp__vb.ndevices);
 	if (!list || sdp__vb.ndevices == 0) {
 		if (list)
@@ -485,15 +494,14 @@ void sdp__verbs_dev_detach(struct vb_dev *d, struct vb_qp *qp, int entries)
 	pthread_mutex_unlock(&d->lock);
 }
 
-/* Move every completion of the shared CQ to its QP. */
-void sdp__verbs_dev_drain(struct vb_dev *d)
+/* dev->lock held: move every completion of the shared CQ to its QP. */
+static void drain_locked(struct vb_dev *d)
 {
 	struct ibv_wc wc[32];
 	struct vb_qp *qp;
 	uint32_t s;
 	int n, i;
 
-	pthread_mutex_lock(&d->lock);
 	do {
 		n = ibv_poll_cq(d->cq, 32, wc);
 		for (i = 0; i < n; i++) {
@@ -504,7 +512,24 @@ void sdp__verbs_dev_drain(struct vb_dev *d)
 			sdp__verbs_dispatch_wc(qp, &wc[i]);
 		}
 	} while (n == 32);
+}
+
+void sdp__verbs_dev_drain(struct vb_dev *d)
+{
+	pthread_mutex_lock(&d->lock);
+	drain_locked(d);
 	pthread_mutex_unlock(&d->lock);
+}
+
+/* For spinners: whoever holds the lock is draining already, and a busy
+ * poller must not queue up behind it.  False if it did not get the lock. */
+bool sdp__verbs_dev_try_drain(struct vb_dev *d)
+{
+	if (pthread_mutex_trylock(&d->lock))
+		return false;
+	drain_locked(d);
+	pthread_mutex_unlock(&d->lock);
+	return true;
 }
 
 /* ---- waking and waiting ------------------------------------------------------ */
@@ -550,6 +575,33 @@ uint32_t sdp__verbs_wait_seq(struct sdp_qp *q)
 	return atomic_load(&VB_QP(q)->seq);
 }
 
+/*
+ * Bounded busy-poll of the device CQ before sleeping.  Why: the sleeping
+ * path is completion channel -> event thread (epoll, get/ack the event,
+ * re-arm, drain) -> futex wake -> this thread; in a request/response
+ * exchange that is several context switches per message, far more than
+ * the message itself costs.  Polling the CQ is a read of memory the
+ * device shares with us.  Only on a QP that had a completion recently, so
+ * an idle connection goes straight to sleep; never longer than spin_ns.
+ * True when news arrived.
+ */
+static bool spin_for_news(struct vb_qp *qp, uint32_t seq)
+{
+	uint64_t now = sdp__verbs_now_ns(), end;
+
+	if (!sdp__vb.spin_ns || !qp->dev ||
+	    now - atomic_load(&qp->news_ns) > VB_SPIN_RECENT_MS * 1000000ull)
+		return false;
+	end = now + sdp__vb.spin_ns;
+	do {
+		sdp__verbs_dev_try_drain(qp->dev);
+		if (atomic_load(&qp->seq) != seq)
+			return true;
+		__builtin_ia32_pause();
+	} while (sdp__verbs_now_ns() < end);
+	return false;
+}
+
 int sdp__verbs_wait(struct sdp_qp *q, uint32_t seq, int timeout_ms)
 {
 	struct vb_qp *qp = VB_QP(q);
@@ -565,6 +617,8 @@ int sdp__verbs_wait(struct sdp_qp *q, uint32_t seq, int timeout_ms)
 		sdp__verbs_orphan(qp);	/* its flush is the news */
 		return 0;
 	}
+	if (timeout_ms != 0 && spin_for_news(qp, seq))
+		return 0;
 	atomic_fetch_add(&qp->waiters, 1);
 	/* Completions already in the shared CQ are news too. */
 	if (qp->dev && atomic_load(&qp->seq) == seq)

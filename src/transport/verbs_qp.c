@@ -617,8 +617,10 @@ void sdp__verbs_dispatch_wc(struct vb_qp *qp, const struct ibv_wc *hw)
 		atomic_store(&qp->state, VB_DISCONNECTED);
 		rdma_disconnect(qp->id);
 	}
-	if (push)
+	if (push) {
+		atomic_store(&qp->news_ns, sdp__verbs_now_ns());
 		sdp__verbs_bump(qp);
+	}
 }
 
 int sdp__verbs_poll_cq(struct sdp_qp *tq, struct sdp_wc *wc, int max)
