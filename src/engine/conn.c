@@ -503,6 +503,16 @@ out:
 	return c->state == SDP_ST_RESET ? c->err : 0;
 }
 
+int sdp_conn_poll_locked(struct sdp_conn *c)
+{
+	int r;
+
+	c->ready_defer = 1;
+	r = sdp_conn_progress_locked(c);
+	c->ready_defer = 0;
+	return r;
+}
+
 unsigned sdp_conn_ready_mask_locked(const struct sdp_conn *c)
 {
 	unsigned m = 0;
@@ -556,7 +566,12 @@ void sdp_conn_update_ready_locked(struct sdp_conn *c)
 		if (c->rx_pulse && sdp_in_progress_thread && (m & SDP_READY_IN))
 			m |= SDP_READY_PULSE;
 		c->rx_pulse = 0;
-		sdp_ready_set(c->ready, m);
+		/* Mid-call, the transitions would be undone by the call's
+		 * own end (a token written, then drained): skip them.  The
+		 * appwake arm is still taken back and re-decided, so a byte
+		 * the peer wrote is accounted. */
+		if (!c->ready_defer)
+			sdp_ready_set(c->ready, m);
 		unannounced = sdp_appwake_arm_locked(c, m);
 		if (!unannounced)
 			break;
@@ -564,7 +579,8 @@ void sdp_conn_update_ready_locked(struct sdp_conn *c)
 		 * let the application come and look. */
 		if (round == 8) {
 			sdp_appwake_disarm_locked(c);
-			sdp_ready_set(c->ready, m | SDP_READY_IN);
+			if (!c->ready_defer)
+				sdp_ready_set(c->ready, m | SDP_READY_IN);
 			break;
 		}
 	}

@@ -428,7 +428,7 @@ ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 	}
 	for (;;) {
 		seq = c->qp ? SDP_TP(c->qp)->wait_seq(c->qp) : 0;
-		sdp_conn_progress_locked(c);
+		sdp_conn_poll_locked(c);
 		if (msg_flags & MSG_OOB) {
 			ret = rx_recv_oob_locked(c, iov, iovcnt, peek);
 			if (ret != -EINVAL || c->state != SDP_ST_RESET)
@@ -513,7 +513,7 @@ wait:
 		if (r == -EINTR || r == -ETIMEDOUT) {
 			/* The peer skipped the progress doorbell because we
 			 * were waiting: look at what arrived before leaving. */
-			sdp_conn_progress_locked(c);
+			sdp_conn_poll_locked(c);
 			ret = copied ? (ssize_t)copied :
 				(r == -EINTR ? -EINTR : -EAGAIN);
 			goto out;
