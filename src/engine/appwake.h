@@ -16,6 +16,21 @@
 
 struct sdp_conn;
 
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* Application threads sleeping in the kernel in an interposed poll/epoll
+ * (socket/epfast.c).  While nonzero, user-space-readiness connections
+ * mirror "readable" into the kernel and arm loudly, as the others do. */
+extern _Atomic int sdp_appwake_sleepers;
+
+/* Set by socket/epfast.c around the arms it makes before sleeping: which
+ * wait they are for (transport.h app_sleep_id), else 0. */
+extern __thread uint64_t sdp_appwake_sleep_id;
+
+/* True if "readable" must be left out of the kernel mirror of `c`. */
+int sdp_appwake_user_locked(const struct sdp_conn *c);
+
 /* Before computing readiness: take back the arm.  Returns 1 if the peer
  * consumed it: its byte is accounted as a readable token, and the message
  * it announces must be taken from the CQ before readiness is computed

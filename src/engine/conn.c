@@ -541,6 +541,23 @@ unsigned sdp_conn_ready_mask_locked(const struct sdp_conn *c)
 
 __thread int sdp_in_progress_thread;
 
+/* What the kernel is told: all of `m`, except plain "readable" on a
+ * user-space-readiness connection that no application thread waits for
+ * in the kernel (socket/epfast.c reports it from user space instead).
+ * EOF and errors always go to the kernel: they are rare and permanent. */
+static unsigned ready_kernel_mask(const struct sdp_conn *c, unsigned m)
+{
+	if ((m & (SDP_READY_EOF | SDP_READY_ERR)) || !c->ready_user)
+		return m;
+	/* An application thread sleeps in the kernel: mirror, except data
+	 * whose edge an EPOLLET registration (the only observer) has had:
+	 * a byte now would be a second edge for the same arrival. */
+	if (atomic_load(&sdp_appwake_sleepers) &&
+	    !(c->ep_et && c->rx_end == c->ep_seen_end))
+		return m;
+	return m & ~(unsigned)(SDP_READY_IN | SDP_READY_PULSE);
+}
+
 void sdp_conn_update_ready_locked(struct sdp_conn *c)
 {
 	unsigned m;
@@ -571,7 +588,7 @@ void sdp_conn_update_ready_locked(struct sdp_conn *c)
 		 * appwake arm is still taken back and re-decided, so a byte
 		 * the peer wrote is accounted. */
 		if (!c->ready_defer)
-			sdp_ready_set(c->ready, m);
+			sdp_ready_set(c->ready, ready_kernel_mask(c, m));
 		unannounced = sdp_appwake_arm_locked(c, m);
 		if (!unannounced)
 			break;
@@ -580,7 +597,8 @@ void sdp_conn_update_ready_locked(struct sdp_conn *c)
 		if (round == 8) {
 			sdp_appwake_disarm_locked(c);
 			if (!c->ready_defer)
-				sdp_ready_set(c->ready, m | SDP_READY_IN);
+				sdp_ready_set(c->ready, ready_kernel_mask(c,
+						m | SDP_READY_IN));
 			break;
 		}
 	}

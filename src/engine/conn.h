@@ -209,6 +209,15 @@ struct sdp_conn {
 	unsigned app_armed:1;		/* peer may wake the app (appwake.h) */
 	unsigned appwake_off:1;		/* not for this connection any more */
 	unsigned ready_defer:1;		/* inside an app call: mirror at its end */
+	/* User-space readiness (socket/epfast.c): the application's epoll
+	 * set is checked by the library before the kernel's, so "readable"
+	 * is not mirrored into the kernel unless an application thread
+	 * sleeps in the kernel (sdp_appwake_sleepers). */
+	unsigned ready_user:1;
+	unsigned ready_user_off:1;	/* demoted for good (fork, nesting) */
+	unsigned app_quiet:1;		/* armed with SDP_APP_ARM_QUIET */
+	unsigned ep_et:1;		/* its registration is EPOLLET */
+	uint64_t ep_seen_end;		/* rx_end at the last EPOLLET report */
 	struct sdp_conn *next, *prev;	/* progress registry list */
 	struct sdp_conn *timer_next;	/* progress timer list */
 	unsigned in_timer:1;

@@ -40,7 +40,9 @@
 
 #define APPWAKE_TAG 'A'		/* doorbells are one '\0' byte */
 
-enum { APP_IDLE, APP_ARMED, APP_WRITING, APP_WRITTEN };
+/* APP_QUIET: the application polls this QP itself before sleeping (it is
+ * running): the peer's solicited send needs no syscall at all. */
+enum { APP_IDLE, APP_ARMED, APP_WRITING, APP_WRITTEN, APP_QUIET };
 
 /* A waker in WRITING is inside one non-blocking send(): microseconds,
  * unless preempted.  Past this many yields it is taken as dead. */
@@ -86,7 +88,8 @@ int sdp__shm_app_arm(struct sdp_qp *sq, int on)
 		/* seq_cst store, then look at the ring: against the peer's
 		 * publish-then-check, one of us sees the other (Dekker).  A
 		 * message already there was announced to nobody: say so. */
-		atomic_store(&c->app_armed, APP_ARMED);
+		atomic_store(&c->app_armed,
+			     on == SDP_APP_ARM_QUIET ? APP_QUIET : APP_ARMED);
 		return qp->rq_done != qp->rq_prod && !qp->rx_bad &&
 		       atomic_load(&c->cq_prod) != qp->rq_done;
 	}
@@ -101,10 +104,33 @@ int sdp__shm_app_arm(struct sdp_qp *sq, int on)
 	}
 }
 
+void sdp__shm_app_sleep_id(struct sdp_qp *sq, uint64_t id)
+{
+	atomic_store(&SHM_QP(sq)->me.ctrl->app_sleep_id, id);
+}
+
+/* The sleeping wait this thread last woke with a byte (app_sleep_id). */
+static __thread uint64_t woke_id;
+
 bool sdp__shm_app_wake(struct shm_ctrl *c, int app_fd, uint32_t published)
 {
 	uint32_t v = atomic_load(&c->app_armed);
+	uint64_t id;
 	ssize_t r;
+
+	if (v == APP_QUIET)
+		return true;	/* the application will look: no syscall */
+	/* Loaded after ARMED: an id stored before a later arm is seen with
+	 * it, so a stale id can only mismatch. */
+	id = v == APP_ARMED ? atomic_load(&c->app_sleep_id) : 0;
+	if (id && id == woke_id) {
+		/* Our byte for another connection already wakes that wait,
+		 * which then looks at this one in user space. */
+		if (atomic_compare_exchange_strong(&c->app_armed, &v,
+						   APP_QUIET))
+			return true;
+		return false;	/* the owner disarmed meanwhile */
+	}
 
 	/* ARMED: wake the application.  WRITTEN: it was woken and has not
 	 * looked yet.  Either a further byte (an EPOLLET edge per arrival,
@@ -126,6 +152,7 @@ bool sdp__shm_app_wake(struct shm_ctrl *c, int app_fd, uint32_t published)
 			      memory_order_relaxed);
 	r = send(app_fd, "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 	(void)r;	/* full: readable anyway; gone: reset */
+	woke_id = id;
 	atomic_store(&c->app_armed, APP_WRITTEN);
 	return true;
 }
