@@ -72,6 +72,7 @@ struct sdp_sock {
 
 	/* User-space readiness (epfast.c), under its ep_lock. */
 	int ep_regs;		/* epoll registrations known */
+	int ep_ep, ep_idx;	/* where the last one is (a lookup hint) */
 	_Atomic int ep_off;	/* kernel mirror only, for good */
 };
 
