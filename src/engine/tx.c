@@ -220,7 +220,8 @@ int sdp_tx_flush_locked(struct sdp_conn *c, int force)
 				c->nagle_deadline_ns = sdp_now_ns() +
 					(c->cork ? SDP_CORK_MAX_US :
 					 sdp_cfg.nagle_us) * 1000ull;
-				sdp_progress_arm_timer(c);
+				sdp_progress_arm_timer_at(c,
+						c->nagle_deadline_ns);
 			}
 			return 0;
 		}
