@@ -93,3 +93,16 @@ void sdp_appwake_stop_locked(struct sdp_conn *c)
 	if (tp && tp->drop_peer_app_fd)
 		tp->drop_peer_app_fd(c->qp);
 }
+
+void sdp_appwake_spin_locked(struct sdp_conn *c)
+{
+	const struct sdp_transport_ops *tp = appwake_ops(c);
+
+	if (!tp || !c->app_armed || c->app_quiet)
+		return;
+	if (sdp_appwake_disarm_locked(c))
+		return;		/* a byte came: accounted, stay unarmed */
+	c->app_armed = 1;
+	c->app_quiet = 1;
+	tp->app_arm(c->qp, SDP_APP_ARM_QUIET);
+}

@@ -39,6 +39,11 @@ int sdp_appwake_disarm_locked(struct sdp_conn *c);
 /* After readiness is in the kernel (`mask`, SDP_READY_*): arm if useful.
  * Returns 1 if a message arrived unannounced meanwhile: poll, then again. */
 int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask);
+/* The calling thread is about to busy-poll this connection (SDP_SPIN_US)
+ * in a blocking call: a loud arm would make the peer write a readiness
+ * byte for a message we are looking for anyway, and us drain it.  Switch
+ * it to quiet; the call's final readiness update re-decides. */
+void sdp_appwake_spin_locked(struct sdp_conn *c);
 /* We will send no more data (DisConn/AbortConn next, or reset): forget the
  * peer's descriptor so that its socketpair end is the peer's alone. */
 void sdp_appwake_stop_locked(struct sdp_conn *c);

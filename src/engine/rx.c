@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "engine/appwake.h"
 #include "engine/config.h"
 #include "engine/conn.h"
 #include "engine/progress.h"
@@ -507,6 +508,8 @@ ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 			continue;
 		}
 wait:
+		if (sdp_cfg.spin_us)
+			sdp_appwake_spin_locked(c);
 		pthread_mutex_unlock(&c->lock);
 		r = sdp_conn_wait(c, seq, deadline);
 		pthread_mutex_lock(&c->lock);
