@@ -16,7 +16,9 @@
  *
  * The arm is a one-shot word, IDLE -> ARMED (owner) -> WRITING -> WRITTEN
  * (waker, by compare-exchange, so at most one byte per arm) -> IDLE (owner,
- * disarming).  WRITING covers the waker's send(): an owner that disarms
+ * disarming).  QUIET (owner: its application polls the QP itself; or a
+ * waker that has already written the byte for the same sleeping wait, see
+ * app_sleep_id) asks for nothing.  WRITING covers the waker's send(): an owner that disarms
  * then waits for WRITTEN, so it knows the byte is queued when it drains
  * the readiness fd.  Without that, a byte still in flight would land after
  * the drain and make the descriptor readable with nothing to read — and
