@@ -485,8 +485,6 @@ ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 			goto out;
 		}
 wait:
-		if (sdp_cfg.spin_us)
-			sdp_appwake_spin_locked(c);
 		pthread_mutex_unlock(&c->lock);
 		r = sdp_conn_wait(c, seq, deadline);
 		pthread_mutex_lock(&c->lock);

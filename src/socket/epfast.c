@@ -74,6 +74,8 @@ struct ep_set {
 
 static pthread_mutex_t ep_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ep_set *sets[EP_MAX_FD];
+/* sets[ep]->off, readable without ep_lock (the set may be freed). */
+static _Atomic unsigned char set_off[EP_MAX_FD];
 static _Atomic int ep_any;	/* some set has entries: poll/select look */
 static int ep_disabled = -1;	/* SDP_EPOLL_FAST=0 */
 
@@ -143,14 +145,15 @@ static struct sdp_conn *sock_conn(struct sdp_sock *s)
 	return c;
 }
 
-/* The socket may no longer use user-space readiness.  The socket's lock
- * and then the connection's are taken: not under ep_lock's callers' conn
- * locks (none are held there). */
+/* The socket may no longer use user-space readiness.  Takes the socket's
+ * lock and then the connection's: never with ep_lock held, because the
+ * library's own epoll_ctl calls (transport code, under a connection's
+ * lock) come through epoll_ctl too. */
 static void sock_demote(struct sdp_sock *s)
 {
 	struct sdp_conn *c;
 
-	s->ep_off = 1;
+	atomic_store(&s->ep_off, 1);
 	c = sock_conn(s);
 	if (c) {
 		conn_demote(c);
@@ -158,12 +161,42 @@ static void sock_demote(struct sdp_sock *s)
 	}
 }
 
-/* Under ep_lock. */
-static void set_demote_locked(struct ep_set *set)
+#define DEMOTE_BATCH 256
+
+/* A set the kernel's own waiters watch from now on (nested, polled,
+ * renumbered, forked): demote its sockets, in batches taken under ep_lock
+ * and demoted outside it. */
+static void set_demote(int ep)
 {
-	set->off = 1;
-	for (int i = 0; i < set->n; i++)
-		sock_demote(set->e[i].s);
+	struct sdp_sock *v[DEMOTE_BATCH];
+	int n;
+
+	if (ep < 0 || ep >= EP_MAX_FD)
+		return;
+	do {
+		struct ep_set *set;
+
+		n = 0;
+		pthread_mutex_lock(&ep_lock);
+		set = sets[ep];
+		if (set) {
+			set->off = 1;
+			atomic_store(&set_off[ep], 1);
+			for (int i = 0; i < set->n && n < DEMOTE_BATCH; i++) {
+				struct sdp_sock *s = set->e[i].s;
+
+				if (atomic_exchange(&s->ep_off, 1))
+					continue;	/* done, or being done */
+				atomic_fetch_add(&s->refs, 1);
+				v[n++] = s;
+			}
+		}
+		pthread_mutex_unlock(&ep_lock);
+		for (int i = 0; i < n; i++) {
+			sock_demote(v[i]);
+			sdp_sock_put(v[i]);
+		}
+	} while (n == DEMOTE_BATCH);
 }
 
 static void set_free_locked(int ep)
@@ -179,6 +212,7 @@ static void set_free_locked(int ep)
 	free(set->e);
 	free(set);
 	sets[ep] = NULL;
+	atomic_store(&set_off[ep], 0);
 }
 
 /* ---- epoll_ctl bookkeeping --------------------------------------------------- */
@@ -216,25 +250,30 @@ void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev)
 {
 	struct sdp_sock *s;
 	struct ep_set *set;
-	int i;
+	int i, demote = 0;
 
 	ep_init();
 	if (ep_disabled || ep < 0 || ep >= EP_MAX_FD || fd < 0)
 		return;
-	pthread_mutex_lock(&ep_lock);
 	/* An epoll set inside another one: its waiters are the kernel's. */
-	if (op == EPOLL_CTL_ADD && fd < EP_MAX_FD && sets[fd] && !sets[fd]->off)
-		set_demote_locked(sets[fd]);
+	if (op == EPOLL_CTL_ADD && fd < EP_MAX_FD && sets[fd] &&
+	    !atomic_load(&set_off[fd]))
+		set_demote(fd);
+	/* Descriptors that are not SDP sockets (the library's own among
+	 * them) take no lock here. */
 	s = sdp_fd_get(fd);
 	if (!s)
-		goto out;
+		return;
+	pthread_mutex_lock(&ep_lock);
 	set = sets[ep];
 	switch (op) {
 	case EPOLL_CTL_ADD:
 		if (!set) {
 			set = calloc(1, sizeof(*set));
-			if (!set)
+			if (!set) {
+				demote = 1;
 				break;
+			}
 			sets[ep] = set;
 		}
 		if (set->n == set->cap) {
@@ -242,7 +281,7 @@ void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev)
 			struct ep_ent *e = realloc(set->e, cap * sizeof(*e));
 
 			if (!e) {
-				sock_demote(s);
+				demote = 1;
 				break;
 			}
 			set->e = e;
@@ -252,17 +291,15 @@ void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev)
 		s->ep_ep = ep;
 		s->ep_idx = set->n;
 		set->e[set->n++] = (struct ep_ent){ s, fd, ev->events, ev->data };
-		if (++s->ep_regs > 1 || set->off ||
-		    (ev->events & (EPOLLONESHOT | EPOLLEXCLUSIVE)))
-			sock_demote(s);
+		demote = ++s->ep_regs > 1 || set->off ||
+			 (ev->events & (EPOLLONESHOT | EPOLLEXCLUSIVE));
 		atomic_store(&ep_any, 1);
 		break;
 	case EPOLL_CTL_MOD:
 		if (set && (i = ent_find(set, ep, fd, s)) >= 0) {
 			set->e[i].events = ev->events;
 			set->e[i].data = ev->data;
-			if (ev->events & (EPOLLONESHOT | EPOLLEXCLUSIVE))
-				sock_demote(s);
+			demote = !!(ev->events & (EPOLLONESHOT | EPOLLEXCLUSIVE));
 		}
 		break;
 	case EPOLL_CTL_DEL:
@@ -270,20 +307,19 @@ void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev)
 			ent_del_locked(set, i);
 		break;
 	}
-	sdp_sock_put(s);
-out:
 	pthread_mutex_unlock(&ep_lock);
+	if (demote)
+		sock_demote(s);
+	sdp_sock_put(s);
 }
 
 /* A new epoll descriptor: whatever we knew under that number is stale. */
 static int ep_created(int ep)
 {
-	if (ep >= 0 && ep < EP_MAX_FD && !ep_disabled) {
+	if (ep >= 0 && ep < EP_MAX_FD && !ep_disabled && sets[ep]) {
+		set_demote(ep);
 		pthread_mutex_lock(&ep_lock);
-		if (sets[ep]) {
-			set_demote_locked(sets[ep]);
-			set_free_locked(ep);
-		}
+		set_free_locked(ep);
 		pthread_mutex_unlock(&ep_lock);
 	}
 	return ep;
@@ -544,15 +580,11 @@ static void fd_demote(int fd)
 
 	if (fd < 0)
 		return;
-	if (fd < EP_MAX_FD && sets[fd]) {
-		pthread_mutex_lock(&ep_lock);
-		if (sets[fd] && !sets[fd]->off)
-			set_demote_locked(sets[fd]);
-		pthread_mutex_unlock(&ep_lock);
-	}
+	if (fd < EP_MAX_FD && sets[fd] && !atomic_load(&set_off[fd]))
+		set_demote(fd);
 	s = sdp_fd_get(fd);
 	if (s) {
-		if (!s->ep_off)
+		if (!atomic_load(&s->ep_off))
 			sock_demote(s);
 		sdp_sock_put(s);
 	}
@@ -630,11 +662,9 @@ static void ep_prepare(void)
 {
 	if (ep_disabled != 0 || !atomic_load(&ep_any))
 		return;
-	pthread_mutex_lock(&ep_lock);
 	for (int ep = 0; ep < EP_MAX_FD; ep++)
-		if (sets[ep] && !sets[ep]->off)
-			set_demote_locked(sets[ep]);
-	pthread_mutex_unlock(&ep_lock);
+		if (sets[ep] && !atomic_load(&set_off[ep]))
+			set_demote(ep);
 }
 
 static void ep_child(void)
