@@ -22,6 +22,14 @@ static const struct sdp_transport_ops *appwake_ops(const struct sdp_conn *c)
 	return tp->app_arm && tp->share_app_fd ? tp : NULL;
 }
 
+_Atomic int sdp_appwake_sleepers;
+__thread uint64_t sdp_appwake_sleep_id;
+
+int sdp_appwake_user_locked(const struct sdp_conn *c)
+{
+	return c->ready_user && !atomic_load(&sdp_appwake_sleepers);
+}
+
 int sdp_appwake_disarm_locked(struct sdp_conn *c)
 {
 	const struct sdp_transport_ops *tp = appwake_ops(c);
@@ -29,6 +37,7 @@ int sdp_appwake_disarm_locked(struct sdp_conn *c)
 	if (!c->app_armed || !tp)
 		return 0;
 	c->app_armed = 0;
+	c->app_quiet = 0;
 	if (tp->app_arm(c->qp, 0) != 1)
 		return 0;
 	if (c->ready)
@@ -39,6 +48,7 @@ int sdp_appwake_disarm_locked(struct sdp_conn *c)
 int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask)
 {
 	const struct sdp_transport_ops *tp = appwake_ops(c);
+	int quiet = sdp_appwake_user_locked(c);
 
 	if (!tp || !sdp_cfg.appwake || !c->ready || c->ready->lib_fd < 0 ||
 	    c->ready->eof ||
@@ -48,7 +58,11 @@ int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask)
 		return 0;
 	/* Something to read, or work only the progress thread would do when
 	 * the next message comes: leave that message to the doorbell. */
-	if ((mask & (SDP_READY_IN | SDP_READY_EOF | SDP_READY_ERR)) ||
+	/* Quiet, unread data is no reason not to arm: the application
+	 * comes back for it by itself, and a further message then needs no
+	 * one either. */
+	if ((mask & (quiet ? 0 : SDP_READY_IN)) ||
+	    (mask & (SDP_READY_EOF | SDP_READY_ERR)) ||
 	    c->txq_len || (c->wr_shut && !c->disconn_sent))
 		return 0;
 	if (!c->app_fd_shared) {
@@ -66,7 +80,10 @@ int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask)
 		c->app_fd_shared = 1;
 	}
 	c->app_armed = 1;
-	return tp->app_arm(c->qp, 1) == 1;
+	c->app_quiet = quiet;
+	if (!quiet && tp->app_sleep_id)
+		tp->app_sleep_id(c->qp, sdp_appwake_sleep_id);
+	return tp->app_arm(c->qp, quiet ? SDP_APP_ARM_QUIET : 1) == 1;
 }
 
 void sdp_appwake_stop_locked(struct sdp_conn *c)
@@ -75,4 +92,17 @@ void sdp_appwake_stop_locked(struct sdp_conn *c)
 
 	if (tp && tp->drop_peer_app_fd)
 		tp->drop_peer_app_fd(c->qp);
+}
+
+void sdp_appwake_spin_locked(struct sdp_conn *c)
+{
+	const struct sdp_transport_ops *tp = appwake_ops(c);
+
+	if (!tp || !c->app_armed || c->app_quiet)
+		return;
+	if (sdp_appwake_disarm_locked(c))
+		return;		/* a byte came: accounted, stay unarmed */
+	c->app_armed = 1;
+	c->app_quiet = 1;
+	tp->app_arm(c->qp, SDP_APP_ARM_QUIET);
 }

@@ -16,6 +16,21 @@
 
 struct sdp_conn;
 
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* Application threads sleeping in the kernel in an interposed poll/epoll
+ * (socket/epfast.c).  While nonzero, user-space-readiness connections
+ * mirror "readable" into the kernel and arm loudly, as the others do. */
+extern _Atomic int sdp_appwake_sleepers;
+
+/* Set by socket/epfast.c around the arms it makes before sleeping: which
+ * wait they are for (transport.h app_sleep_id), else 0. */
+extern __thread uint64_t sdp_appwake_sleep_id;
+
+/* True if "readable" must be left out of the kernel mirror of `c`. */
+int sdp_appwake_user_locked(const struct sdp_conn *c);
+
 /* Before computing readiness: take back the arm.  Returns 1 if the peer
  * consumed it: its byte is accounted as a readable token, and the message
  * it announces must be taken from the CQ before readiness is computed
@@ -24,6 +39,11 @@ int sdp_appwake_disarm_locked(struct sdp_conn *c);
 /* After readiness is in the kernel (`mask`, SDP_READY_*): arm if useful.
  * Returns 1 if a message arrived unannounced meanwhile: poll, then again. */
 int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask);
+/* The calling thread is about to busy-poll this connection (SDP_SPIN_US)
+ * in a blocking call: a loud arm would make the peer write a readiness
+ * byte for a message we are looking for anyway, and us drain it.  Switch
+ * it to quiet; the call's final readiness update re-decides. */
+void sdp_appwake_spin_locked(struct sdp_conn *c);
 /* We will send no more data (DisConn/AbortConn next, or reset): forget the
  * peer's descriptor so that its socketpair end is the peer's alone. */
 void sdp_appwake_stop_locked(struct sdp_conn *c);

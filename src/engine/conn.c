@@ -506,6 +506,16 @@ out:
 	return c->state == SDP_ST_RESET ? c->err : 0;
 }
 
+int sdp_conn_poll_locked(struct sdp_conn *c)
+{
+	int r;
+
+	c->ready_defer = 1;
+	r = sdp_conn_progress_locked(c);
+	c->ready_defer = 0;
+	return r;
+}
+
 unsigned sdp_conn_ready_mask_locked(const struct sdp_conn *c)
 {
 	unsigned m = 0;
@@ -534,6 +544,23 @@ unsigned sdp_conn_ready_mask_locked(const struct sdp_conn *c)
 
 __thread int sdp_in_progress_thread;
 
+/* What the kernel is told: all of `m`, except plain "readable" on a
+ * user-space-readiness connection that no application thread waits for
+ * in the kernel (socket/epfast.c reports it from user space instead).
+ * EOF and errors always go to the kernel: they are rare and permanent. */
+static unsigned ready_kernel_mask(const struct sdp_conn *c, unsigned m)
+{
+	if ((m & (SDP_READY_EOF | SDP_READY_ERR)) || !c->ready_user)
+		return m;
+	/* An application thread sleeps in the kernel: mirror, except data
+	 * whose edge an EPOLLET registration (the only observer) has had:
+	 * a byte now would be a second edge for the same arrival. */
+	if (atomic_load(&sdp_appwake_sleepers) &&
+	    !(c->ep_et && c->rx_end == c->ep_seen_end))
+		return m;
+	return m & ~(unsigned)(SDP_READY_IN | SDP_READY_PULSE);
+}
+
 void sdp_conn_update_ready_locked(struct sdp_conn *c)
 {
 	unsigned m;
@@ -559,7 +586,12 @@ void sdp_conn_update_ready_locked(struct sdp_conn *c)
 		if (c->rx_pulse && sdp_in_progress_thread && (m & SDP_READY_IN))
 			m |= SDP_READY_PULSE;
 		c->rx_pulse = 0;
-		sdp_ready_set(c->ready, m);
+		/* Mid-call, the transitions would be undone by the call's
+		 * own end (a token written, then drained): skip them.  The
+		 * appwake arm is still taken back and re-decided, so a byte
+		 * the peer wrote is accounted. */
+		if (!c->ready_defer)
+			sdp_ready_set(c->ready, ready_kernel_mask(c, m));
 		unannounced = sdp_appwake_arm_locked(c, m);
 		if (!unannounced)
 			break;
@@ -567,7 +599,9 @@ void sdp_conn_update_ready_locked(struct sdp_conn *c)
 		 * let the application come and look. */
 		if (round == 8) {
 			sdp_appwake_disarm_locked(c);
-			sdp_ready_set(c->ready, m | SDP_READY_IN);
+			if (!c->ready_defer)
+				sdp_ready_set(c->ready, ready_kernel_mask(c,
+						m | SDP_READY_IN));
 			break;
 		}
 	}

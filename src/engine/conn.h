@@ -242,6 +242,16 @@ struct sdp_conn {
 	unsigned app_fd_shared:1;	/* ready->lib_fd handed to the peer */
 	unsigned app_armed:1;		/* peer may wake the app (appwake.h) */
 	unsigned appwake_off:1;		/* not for this connection any more */
+	unsigned ready_defer:1;		/* inside an app call: mirror at its end */
+	/* User-space readiness (socket/epfast.c): the application's epoll
+	 * set is checked by the library before the kernel's, so "readable"
+	 * is not mirrored into the kernel unless an application thread
+	 * sleeps in the kernel (sdp_appwake_sleepers). */
+	unsigned ready_user:1;
+	unsigned ready_user_off:1;	/* demoted for good (fork, nesting) */
+	unsigned app_quiet:1;		/* armed with SDP_APP_ARM_QUIET */
+	unsigned ep_et:1;		/* its registration is EPOLLET */
+	uint64_t ep_seen_end;		/* rx_end at the last EPOLLET report */
 	struct sdp_conn *next, *prev;	/* progress registry list */
 	struct sdp_conn *timer_next;	/* progress timer list */
 	unsigned in_timer:1;
@@ -362,6 +372,11 @@ ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
  * update readiness.  Returns 0 or -errno on a fatal connection error (the
  * connection is then in SDP_ST_RESET). */
 int sdp_conn_progress_locked(struct sdp_conn *c);
+/* The same, from inside an application call that ends with
+ * sdp_conn_update_ready_locked(): the kernel readiness is left alone until
+ * then, so a message taken and consumed within the call costs no readiness
+ * byte and no drain. */
+int sdp_conn_poll_locked(struct sdp_conn *c);
 void sdp_conn_update_ready_locked(struct sdp_conn *c);
 /* Abort: tell the peer (best effort), tear the QP down, report `err`. */
 void sdp_conn_reset_locked(struct sdp_conn *c, int err, enum sdp_reason why);

@@ -50,6 +50,13 @@ static struct {
 	int started;
 	struct sdp_conn *conns;	/* registered connections */
 	struct sdp_conn *timers;
+	/* When the thread, asleep, will wake anyway (ns; UINT64_MAX: not
+	 * before an event; 0: awake, it looks at `timers` before sleeping).
+	 * A timer due later needs no wake-up: nginx corks every response,
+	 * and waking the thread for each cork deadline cost a wake-up and a
+	 * handful of syscalls per request. */
+	uint64_t wake_at;
+	uint64_t lazy_min;	/* earliest deadline armed while awake */
 	struct sdp_listen *released;
 	pid_t pid;
 } P = {
@@ -81,6 +88,8 @@ static void progress_atfork_child(void)
 	P.started = 0;
 	P.conns = NULL;
 	P.timers = NULL;
+	P.wake_at = 0;
+	P.lazy_min = 0;
 	P.released = NULL;
 }
 
@@ -234,6 +243,25 @@ static void release_listeners(void)
 }
 
 
+
+void sdp_progress_arm_timer_at(struct sdp_conn *c, uint64_t deadline_ns)
+{
+	int wake;
+
+	pthread_mutex_lock(&P.lock);
+	if (!c->in_timer && c->registered) {
+		sdp_conn_get(c);	/* the timer list's reference */
+		c->in_timer = 1;
+		c->timer_next = P.timers;
+		P.timers = c;
+	}
+	wake = deadline_ns < P.wake_at;
+	if (!P.wake_at && (!P.lazy_min || deadline_ns < P.lazy_min))
+		P.lazy_min = deadline_ns;	/* seen before it sleeps */
+	pthread_mutex_unlock(&P.lock);
+	if (wake && !sdp_in_progress_thread)
+		sdp_progress_wake();
+}
 
 void sdp_progress_arm_timer(struct sdp_conn *c)
 {
@@ -397,7 +425,25 @@ static void *progress_main(void *arg)
 		if (poll_again)
 			tmo = 0;
 		tmo = sdp_stat_progress_timeout(tmo);	/* sdpstat */
+		pthread_mutex_lock(&P.lock);
+		now = sdp_now_ns();
+		if (P.lazy_min) {
+			/* Armed while we were awake, after service_timers()
+			 * looked: sleep no later than that deadline. */
+			int t = P.lazy_min > now ?
+				(int)((P.lazy_min - now) / 1000000ull) + 1 : 0;
+
+			if (tmo < 0 || t < tmo)
+				tmo = t;
+			P.lazy_min = 0;
+		}
+		P.wake_at = tmo < 0 ? UINT64_MAX :
+			    now + (uint64_t)tmo * 1000000ull;
+		pthread_mutex_unlock(&P.lock);
 		n = epoll_wait(P.epfd, ev, 64, tmo);
+		pthread_mutex_lock(&P.lock);
+		P.wake_at = 0;
+		pthread_mutex_unlock(&P.lock);
 		if (n < 0 && errno != EINTR)
 			continue;
 		now = sdp_now_ns();

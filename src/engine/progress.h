@@ -9,6 +9,8 @@
 #ifndef SDP_PROGRESS_H
 #define SDP_PROGRESS_H
 
+#include <stdint.h>
+
 struct sdp_conn;
 struct sdp_listen;
 
@@ -24,6 +26,9 @@ void sdp_progress_unwatch(int fd);
 void sdp_progress_release_listener(struct sdp_listen *l);
 /* Caller holds c->lock: make sure c's deadlines (Nagle, close) are seen. */
 void sdp_progress_arm_timer(struct sdp_conn *c);
+/* The same for a timer due at `deadline_ns`: the thread is woken only if
+ * it would otherwise sleep past it. */
+void sdp_progress_arm_timer_at(struct sdp_conn *c, uint64_t deadline_ns);
 /* Have the thread re-examine orphans and timers soon. */
 void sdp_progress_wake(void);
 

@@ -220,7 +220,8 @@ int sdp_tx_flush_locked(struct sdp_conn *c, int force)
 				c->nagle_deadline_ns = sdp_now_ns() +
 					(c->cork ? SDP_CORK_MAX_US :
 					 sdp_cfg.nagle_us) * 1000ull;
-				sdp_progress_arm_timer(c);
+				sdp_progress_arm_timer_at(c,
+						c->nagle_deadline_ns);
 			}
 			return 0;
 		}
@@ -433,7 +434,7 @@ ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 		size_t before = sent;
 
 		seq = c->qp ? SDP_TP(c->qp)->wait_seq(c->qp) : 0;
-		sdp_conn_progress_locked(c);
+		sdp_conn_poll_locked(c);
 		if (c->state == SDP_ST_RESET || c->err) {
 			ret = sent ? (ssize_t)sent : sdp_conn_take_err_locked(c);
 			if (!ret)
@@ -521,7 +522,7 @@ wait:
 		if (r == -EINTR || r == -ETIMEDOUT) {
 			/* The peer skipped the progress doorbell because we
 			 * were waiting: look at what arrived before leaving. */
-			sdp_conn_progress_locked(c);
+			sdp_conn_poll_locked(c);
 			ret = sent ? (ssize_t)sent :
 				(r == -EINTR ? -EINTR : -EAGAIN);
 			goto out;

@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include "engine/conn.h"
@@ -68,6 +69,11 @@ struct sdp_sock {
 	struct sdp_sock *lsn_next;	/* listeners (fork handling) */
 	unsigned lsn_tracked:1;
 	unsigned share_failed:1;	/* transport cannot share: see switch.c */
+
+	/* User-space readiness (epfast.c), under its ep_lock. */
+	int ep_regs;		/* epoll registrations known */
+	int ep_ep, ep_idx;	/* where the last one is (a lookup hint) */
+	_Atomic int ep_off;	/* kernel mirror only, for good */
 };
 
 /* Socket switch (switch.c). */
@@ -102,6 +108,8 @@ int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
 
 /* Descriptor table (fdtable.c).  get() returns a referenced socket or NULL
  * (cheap for descriptors that are not SDP). */
+void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev);
+
 struct sdp_sock *sdp_fd_get(int fd);
 int sdp_fd_set(int fd, struct sdp_sock *s);
 struct sdp_sock *sdp_fd_take(int fd);

@@ -88,6 +88,8 @@ struct shm_ctrl {
 					 * next solicited send writes a byte
 					 * there (shm_appwake.c) */
 	_Atomic uint32_t closed;	/* peer disconnected or failed */
+	_Atomic uint64_t app_sleep_id;	/* owner: which sleeping epoll_wait
+					 * armed app_armed (0: none known) */
 
 	_Alignas(64) struct shm_mr_entry mr[SHM_MAX_MR];
 };
@@ -297,6 +299,7 @@ int sdp__shm_req_notify(struct sdp_qp *qp);
 void sdp__shm_ack_events(struct sdp_qp *qp);
 int sdp__shm_share_app_fd(struct sdp_qp *qp, int fd);
 int sdp__shm_app_arm(struct sdp_qp *qp, int on);
+void sdp__shm_app_sleep_id(struct sdp_qp *qp, uint64_t id);
 void sdp__shm_drop_peer_app_fd(struct sdp_qp *qp);
 uint64_t sdp__shm_now_ms(void);
 

@@ -16,7 +16,9 @@
  *
  * The arm is a one-shot word, IDLE -> ARMED (owner) -> WRITING -> WRITTEN
  * (waker, by compare-exchange, so at most one byte per arm) -> IDLE (owner,
- * disarming).  WRITING covers the waker's send(): an owner that disarms
+ * disarming).  QUIET (owner: its application polls the QP itself; or a
+ * waker that has already written the byte for the same sleeping wait, see
+ * app_sleep_id) asks for nothing.  WRITING covers the waker's send(): an owner that disarms
  * then waits for WRITTEN, so it knows the byte is queued when it drains
  * the readiness fd.  Without that, a byte still in flight would land after
  * the drain and make the descriptor readable with nothing to read — and
@@ -40,7 +42,9 @@
 
 #define APPWAKE_TAG 'A'		/* doorbells are one '\0' byte */
 
-enum { APP_IDLE, APP_ARMED, APP_WRITING, APP_WRITTEN };
+/* APP_QUIET: the application polls this QP itself before sleeping (it is
+ * running): the peer's solicited send needs no syscall at all. */
+enum { APP_IDLE, APP_ARMED, APP_WRITING, APP_WRITTEN, APP_QUIET };
 
 /* A waker in WRITING is inside one non-blocking send(): microseconds,
  * unless preempted.  Past this many yields it is taken as dead. */
@@ -86,7 +90,8 @@ int sdp__shm_app_arm(struct sdp_qp *sq, int on)
 		/* seq_cst store, then look at the ring: against the peer's
 		 * publish-then-check, one of us sees the other (Dekker).  A
 		 * message already there was announced to nobody: say so. */
-		atomic_store(&c->app_armed, APP_ARMED);
+		atomic_store(&c->app_armed,
+			     on == SDP_APP_ARM_QUIET ? APP_QUIET : APP_ARMED);
 		return qp->rq_done != qp->rq_prod && !qp->rx_bad &&
 		       atomic_load(&c->cq_prod) != qp->rq_done;
 	}
@@ -101,10 +106,33 @@ int sdp__shm_app_arm(struct sdp_qp *sq, int on)
 	}
 }
 
+void sdp__shm_app_sleep_id(struct sdp_qp *sq, uint64_t id)
+{
+	atomic_store(&SHM_QP(sq)->me.ctrl->app_sleep_id, id);
+}
+
+/* The sleeping wait this thread last woke with a byte (app_sleep_id). */
+static __thread uint64_t woke_id;
+
 bool sdp__shm_app_wake(struct shm_ctrl *c, int app_fd, uint32_t published)
 {
 	uint32_t v = atomic_load(&c->app_armed);
+	uint64_t id;
 	ssize_t r;
+
+	if (v == APP_QUIET)
+		return true;	/* the application will look: no syscall */
+	/* Loaded after ARMED: an id stored before a later arm is seen with
+	 * it, so a stale id can only mismatch. */
+	id = v == APP_ARMED ? atomic_load(&c->app_sleep_id) : 0;
+	if (id && id == woke_id) {
+		/* Our byte for another connection already wakes that wait,
+		 * which then looks at this one in user space. */
+		if (atomic_compare_exchange_strong(&c->app_armed, &v,
+						   APP_QUIET))
+			return true;
+		return false;	/* the owner disarmed meanwhile */
+	}
 
 	/* ARMED: wake the application.  WRITTEN: it was woken and has not
 	 * looked yet.  Either a further byte (an EPOLLET edge per arrival,
@@ -126,6 +154,7 @@ bool sdp__shm_app_wake(struct shm_ctrl *c, int app_fd, uint32_t published)
 			      memory_order_relaxed);
 	r = send(app_fd, "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 	(void)r;	/* full: readable anyway; gone: reset */
+	woke_id = id;
 	atomic_store(&c->app_armed, APP_WRITTEN);
 	return true;
 }

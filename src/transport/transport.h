@@ -272,9 +272,21 @@ struct sdp_transport_ops {
 	 * forgets the peer's descriptor (before DisConn/AbortConn, so that the
 	 * peer's last reference to its socketpair is its own). */
 	int (*share_app_fd)(struct sdp_qp *qp, int fd);
+	/* on == SDP_APP_ARM_QUIET: the application looks at this QP by
+	 * itself before it sleeps (socket/epfast.c), so the peer neither
+	 * writes the byte nor rings event_fd() for a solicited send; returns
+	 * as for on == 1.  Disarming it returns 0. */
 	int (*app_arm)(struct sdp_qp *qp, int on);
+	/* Optional: before app_arm(qp, 1), name the sleeping wait the arm
+	 * is for (unique per process and wait; 0: unknown).  A peer thread
+	 * that has already written a byte for that wait, for another QP in
+	 * the same epoll set, skips the byte: the woken wait looks at every
+	 * connection of its set before it sleeps again. */
+	void (*app_sleep_id)(struct sdp_qp *qp, uint64_t id);
 	void (*drop_peer_app_fd)(struct sdp_qp *qp);
 };
+
+#define SDP_APP_ARM_QUIET 2
 
 struct sdp_transport {
 	const char *name;

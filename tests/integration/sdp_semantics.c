@@ -23,6 +23,7 @@
 #include "semantics/checks_opts.h"
 #include "semantics/checks_events.h"
 #include "semantics/checks_misc.h"
+#include "semantics/checks_epfast.h"
 
 /* ============================ driver ====================================== */
 
@@ -131,6 +132,12 @@ static const struct {
 	{ "select_pselect_poll_ppoll_mixed_with_tcp", t_multiplex },
 	{ "epoll_oneshot_rearm", t_epoll_oneshot },
 	{ "epoll_edge_triggered", t_epoll_et },
+	{ "epfast_level_triggered", t_epfast_level },
+	{ "epfast_pingpong_level", t_epfast_pingpong_level },
+	{ "epfast_pingpong_edge", t_epfast_pingpong_edge },
+	{ "epfast_poll_after_epoll", t_epfast_poll_after_epoll },
+	{ "epfast_nested", t_epfast_nested },
+	{ "epfast_idle_cpu", t_epfast_idle_cpu },
 	{ "recv_eintr", t_eintr },
 	{ "so_rcvtimeo", t_rcvtimeo },
 	{ "oob_urgent_data", t_oob },

@@ -1,0 +1,679 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * epfast.c — user-space readiness for SDP connections in an epoll set.
+ *
+ * Why.  With kernel-mirrored readiness (engine/readiness.c), every message
+ * for an event loop costs a readiness byte (written by the peer) and its
+ * drain (by us): as many syscalls as TCP, so no faster.  Here the library
+ * keeps, per epoll descriptor, the SDP connections registered in it
+ * (through the interposed epoll_ctl), and the interposed epoll_wait looks
+ * at them in user space first.  A connection handled this way is in
+ * "user-space readiness" (conn->ready_user): while the application runs,
+ * "readable" is not mirrored into the kernel at all, and the peer's
+ * solicited sends cost no syscall (the quiet arm, SDP_APP_ARM_QUIET).
+ * Only when epoll_wait is about to sleep does it count itself in
+ * sdp_appwake_sleepers and bring the set's connections back to the kernel
+ * mirror (the loud arm: the peer's next message writes the readiness byte
+ * that wakes the kernel's epoll), and undoes that when it wakes.
+ *
+ * Exactness.  Events found in user space are reported with the
+ * registration's data; the kernel's own events (TCP descriptors, listeners,
+ * EPOLLOUT, EOF and errors, which always stay mirrored) are still collected
+ * by a real epoll_wait (timeout 0 when user-space events are at hand) and
+ * merged, one entry per registration.  Level-triggered: reported while data
+ * is unread.  EPOLLET: one report per arrival (rx_end moved since the last
+ * report).  Anything this cannot follow exactly puts the connection back
+ * to the kernel mirror for good ("demotion"):
+ *   - EPOLLONESHOT or EPOLLEXCLUSIVE registrations (never promoted);
+ *   - a connection registered more than once (two sets, or a dup);
+ *   - an epoll set added to another epoll set (nesting), or polled;
+ *   - poll/ppoll/select/pselect naming the connection or such a set;
+ *   - fork() (the parent's sets and connections; sets are then shared).
+ * A connection is promoted only at its set's epoll_wait, so a program that
+ * never calls epoll_wait keeps today's behaviour.  SDP_EPOLL_FAST=0 turns
+ * this off.
+ *
+ * Not async-signal-safe, as epoll_wait itself may not be assumed to be:
+ * it takes mutexes.  epoll_ctl allocates (it is not async-signal-safe in
+ * practice either for an interposer); epoll_wait does not.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/appwake.h"
+#include "engine/config.h"
+#include "engine/real.h"
+#include "socket/sock.h"
+#include "transport/transport.h"
+
+#define EP_MAX_FD 65536		/* epoll descriptors tracked (by number) */
+#define EP_BATCH 256		/* connections looked at per epoll_wait */
+
+struct ep_ent {
+	struct sdp_sock *s;	/* a reference */
+	int fd;
+	uint32_t events;
+	epoll_data_t data;
+};
+
+struct ep_set {
+	int n, cap;
+	unsigned off:1;		/* nested, polled or forked: kernel only */
+	struct ep_ent *e;
+};
+
+static pthread_mutex_t ep_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ep_set *sets[EP_MAX_FD];
+/* sets[ep]->off, readable without ep_lock (the set may be freed). */
+static _Atomic unsigned char set_off[EP_MAX_FD];
+static _Atomic int ep_any;	/* some set has entries: poll/select look */
+static int ep_disabled = -1;	/* SDP_EPOLL_FAST=0 */
+
+static int (*real_epoll_wait)(int, struct epoll_event *, int, int);
+static int (*real_epoll_pwait)(int, struct epoll_event *, int, int,
+			       const sigset_t *);
+static int (*real_epoll_pwait2)(int, struct epoll_event *, int,
+				const struct timespec *, const sigset_t *);
+static int (*real_epoll_create)(int);
+static int (*real_epoll_create1)(int);
+static int (*real_poll)(struct pollfd *, nfds_t, int);
+static int (*real_ppoll)(struct pollfd *, nfds_t, const struct timespec *,
+			 const sigset_t *);
+static int (*real_select)(int, fd_set *, fd_set *, fd_set *,
+			  struct timeval *);
+static int (*real_pselect)(int, fd_set *, fd_set *, fd_set *,
+			   const struct timespec *, const sigset_t *);
+
+static pthread_once_t ep_once = PTHREAD_ONCE_INIT;
+
+static void ep_resolve(void)
+{
+	const char *e = getenv("SDP_EPOLL_FAST");
+
+	real_epoll_wait = dlsym(RTLD_NEXT, "epoll_wait");
+	real_epoll_pwait = dlsym(RTLD_NEXT, "epoll_pwait");
+	real_epoll_pwait2 = dlsym(RTLD_NEXT, "epoll_pwait2");
+	real_epoll_create = dlsym(RTLD_NEXT, "epoll_create");
+	real_epoll_create1 = dlsym(RTLD_NEXT, "epoll_create1");
+	real_poll = dlsym(RTLD_NEXT, "poll");
+	real_ppoll = dlsym(RTLD_NEXT, "ppoll");
+	real_select = dlsym(RTLD_NEXT, "select");
+	real_pselect = dlsym(RTLD_NEXT, "pselect");
+	ep_disabled = (e && e[0] == '0') || !sdp_cfg.appwake ||
+		      sdp_real_init() < 0;
+}
+
+static void ep_init(void)
+{
+	pthread_once(&ep_once, ep_resolve);
+}
+
+/* ---- demotion -------------------------------------------------------------- */
+
+static void conn_demote(struct sdp_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->ready_user_off = 1;
+	if (c->ready_user) {
+		c->ready_user = 0;
+		/* Mirror "readable" now, and arm loudly. */
+		sdp_conn_update_ready_locked(c);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+static struct sdp_conn *sock_conn(struct sdp_sock *s)
+{
+	struct sdp_conn *c = NULL;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->kind == SDP_SK_CONN && s->conn) {
+		c = s->conn;
+		sdp_conn_get(c);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return c;
+}
+
+/* The socket may no longer use user-space readiness.  Takes the socket's
+ * lock and then the connection's: never with ep_lock held, because the
+ * library's own epoll_ctl calls (transport code, under a connection's
+ * lock) come through epoll_ctl too. */
+static void sock_demote(struct sdp_sock *s)
+{
+	struct sdp_conn *c;
+
+	atomic_store(&s->ep_off, 1);
+	c = sock_conn(s);
+	if (c) {
+		conn_demote(c);
+		sdp_conn_put(c);
+	}
+}
+
+#define DEMOTE_BATCH 256
+
+/* A set the kernel's own waiters watch from now on (nested, polled,
+ * renumbered, forked): demote its sockets, in batches taken under ep_lock
+ * and demoted outside it. */
+static void set_demote(int ep)
+{
+	struct sdp_sock *v[DEMOTE_BATCH];
+	int n;
+
+	if (ep < 0 || ep >= EP_MAX_FD)
+		return;
+	do {
+		struct ep_set *set;
+
+		n = 0;
+		pthread_mutex_lock(&ep_lock);
+		set = sets[ep];
+		if (set) {
+			set->off = 1;
+			atomic_store(&set_off[ep], 1);
+			for (int i = 0; i < set->n && n < DEMOTE_BATCH; i++) {
+				struct sdp_sock *s = set->e[i].s;
+
+				if (atomic_exchange(&s->ep_off, 1))
+					continue;	/* done, or being done */
+				atomic_fetch_add(&s->refs, 1);
+				v[n++] = s;
+			}
+		}
+		pthread_mutex_unlock(&ep_lock);
+		for (int i = 0; i < n; i++) {
+			sock_demote(v[i]);
+			sdp_sock_put(v[i]);
+		}
+	} while (n == DEMOTE_BATCH);
+}
+
+static void set_free_locked(int ep)
+{
+	struct ep_set *set = sets[ep];
+
+	if (!set)
+		return;
+	for (int i = 0; i < set->n; i++) {
+		set->e[i].s->ep_regs--;
+		sdp_sock_put(set->e[i].s);
+	}
+	free(set->e);
+	free(set);
+	sets[ep] = NULL;
+	atomic_store(&set_off[ep], 0);
+}
+
+/* ---- epoll_ctl bookkeeping --------------------------------------------------- */
+
+static int ent_find(const struct ep_set *set, int ep, int fd,
+		    const struct sdp_sock *s)
+{
+	int h = s->ep_idx;
+
+	/* redis-benchmark and others MOD on every request: O(1) first. */
+	if (s->ep_ep == ep && h >= 0 && h < set->n && set->e[h].s == s &&
+	    set->e[h].fd == fd)
+		return h;
+	for (int i = 0; i < set->n; i++)
+		if (set->e[i].fd == fd && set->e[i].s == s)
+			return i;
+	return -1;
+}
+
+static void ent_del_locked(struct ep_set *set, int i)
+{
+	struct sdp_sock *moved;
+
+	set->e[i].s->ep_regs--;
+	sdp_sock_put(set->e[i].s);
+	set->e[i] = set->e[--set->n];
+	moved = set->e[i].s;
+	if (i < set->n && moved->ep_idx == set->n &&
+	    moved->ep_ep >= 0 && sets[moved->ep_ep] == set)
+		moved->ep_idx = i;
+}
+
+/* After a successful real epoll_ctl(ep, op, fd, ev). */
+void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev)
+{
+	struct sdp_sock *s;
+	struct ep_set *set;
+	int i, demote = 0;
+
+	ep_init();
+	if (ep_disabled || ep < 0 || ep >= EP_MAX_FD || fd < 0)
+		return;
+	/* An epoll set inside another one: its waiters are the kernel's. */
+	if (op == EPOLL_CTL_ADD && fd < EP_MAX_FD && sets[fd] &&
+	    !atomic_load(&set_off[fd]))
+		set_demote(fd);
+	/* Descriptors that are not SDP sockets (the library's own among
+	 * them) take no lock here. */
+	s = sdp_fd_get(fd);
+	if (!s)
+		return;
+	pthread_mutex_lock(&ep_lock);
+	set = sets[ep];
+	switch (op) {
+	case EPOLL_CTL_ADD:
+		if (!set) {
+			set = calloc(1, sizeof(*set));
+			if (!set) {
+				demote = 1;
+				break;
+			}
+			sets[ep] = set;
+		}
+		if (set->n == set->cap) {
+			int cap = set->cap ? set->cap * 2 : 16;
+			struct ep_ent *e = realloc(set->e, cap * sizeof(*e));
+
+			if (!e) {
+				demote = 1;
+				break;
+			}
+			set->e = e;
+			set->cap = cap;
+		}
+		atomic_fetch_add(&s->refs, 1);
+		s->ep_ep = ep;
+		s->ep_idx = set->n;
+		set->e[set->n++] = (struct ep_ent){ s, fd, ev->events, ev->data };
+		demote = ++s->ep_regs > 1 || set->off ||
+			 (ev->events & (EPOLLONESHOT | EPOLLEXCLUSIVE));
+		atomic_store(&ep_any, 1);
+		break;
+	case EPOLL_CTL_MOD:
+		if (set && (i = ent_find(set, ep, fd, s)) >= 0) {
+			set->e[i].events = ev->events;
+			set->e[i].data = ev->data;
+			demote = !!(ev->events & (EPOLLONESHOT | EPOLLEXCLUSIVE));
+		}
+		break;
+	case EPOLL_CTL_DEL:
+		if (set && (i = ent_find(set, ep, fd, s)) >= 0)
+			ent_del_locked(set, i);
+		break;
+	}
+	pthread_mutex_unlock(&ep_lock);
+	if (demote)
+		sock_demote(s);
+	sdp_sock_put(s);
+}
+
+/* A new epoll descriptor: whatever we knew under that number is stale. */
+static int ep_created(int ep)
+{
+	if (ep >= 0 && ep < EP_MAX_FD && !ep_disabled && sets[ep]) {
+		set_demote(ep);
+		pthread_mutex_lock(&ep_lock);
+		set_free_locked(ep);
+		pthread_mutex_unlock(&ep_lock);
+	}
+	return ep;
+}
+
+SDP_EXPORT int epoll_create(int size)
+{
+	ep_init();
+	return ep_created(real_epoll_create(size));
+}
+
+SDP_EXPORT int epoll_create1(int flags)
+{
+	ep_init();
+	return ep_created(real_epoll_create1(flags));
+}
+
+/* ---- epoll_wait ---------------------------------------------------------------- */
+
+struct snap {
+	struct sdp_conn *c;	/* a reference */
+	uint32_t events;
+	epoll_data_t data;
+};
+
+/* Take the set's eligible connections (references), promoting them. */
+static int snapshot(int ep, struct snap *out)
+{
+	struct ep_set *set;
+	int n = 0;
+
+	pthread_mutex_lock(&ep_lock);
+	set = sets[ep];
+	if (!set || set->off) {
+		pthread_mutex_unlock(&ep_lock);
+		return 0;
+	}
+	for (int i = 0; i < set->n && n < EP_BATCH; i++) {
+		struct ep_ent *e = &set->e[i];
+		struct sdp_conn *c;
+
+		if (atomic_load(&e->s->nfds) == 0) {
+			/* Closed: the kernel dropped the registration. */
+			ent_del_locked(set, i--);
+			continue;
+		}
+		if (e->s->ep_off || !(e->events & EPOLLIN))
+			continue;
+		c = sock_conn(e->s);
+		if (!c)
+			continue;
+		out[n++] = (struct snap){ c, e->events, e->data };
+	}
+	pthread_mutex_unlock(&ep_lock);
+	return n;
+}
+
+static int promotable_locked(const struct sdp_conn *c)
+{
+	const struct sdp_transport_ops *tp;
+
+	if (c->ready_user_off || !c->ready || c->ready->lib_fd < 0 ||
+	    c->orphan || c->detached || c->appwake_off || !c->qp ||
+	    c->state != SDP_ST_ESTABLISHED)
+		return 0;
+	tp = SDP_TP(c->qp);
+	return tp->app_arm && tp->share_app_fd;
+}
+
+/* Look at one connection in user space; 1 if an event is due. */
+static int conn_check(struct snap *sn)
+{
+	struct sdp_conn *c = sn->c;
+	int due = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (!c->ready_user) {
+		if (!promotable_locked(c)) {
+			pthread_mutex_unlock(&c->lock);
+			return 0;
+		}
+		c->ready_user = 1;
+		/* Take "readable" out of the kernel (a drain, once). */
+		sdp_conn_update_ready_locked(c);
+	}
+	c->ep_et = !!(sn->events & EPOLLET);
+	/* Quietly armed and nothing waiting in the ring: nothing new since
+	 * the connection was last looked at, no lock-step progress needed. */
+	if (!(c->app_armed && c->app_quiet &&
+	      SDP_TP(c->qp)->app_arm(c->qp, SDP_APP_ARM_QUIET) == 0))
+		sdp_conn_progress_locked(c);
+	if (c->ready_user && sdp_conn_rx_avail_locked(c) > 0 &&
+	    (!(sn->events & EPOLLET) || c->ep_seen_end != c->rx_end)) {
+		c->ep_seen_end = c->rx_end;
+		due = 1;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return due;
+}
+
+/* Sleeping (or back from it): the connections' kernel mirror follows
+ * sdp_appwake_sleepers, which the caller has just changed. */
+static void conn_resync(struct sdp_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	if (c->ready_user)
+		sdp_conn_update_ready_locked(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* The kernel reported this registration after a sleep: its arrival has
+ * had its edge. */
+static void conn_seen(struct sdp_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->ep_seen_end = c->rx_end;
+	pthread_mutex_unlock(&c->lock);
+}
+
+static int kernel_wait(int ep, struct epoll_event *ev, int max, int tmo,
+		       const struct timespec *ts, const sigset_t *mask,
+		       int kind)
+{
+	struct timespec zero = { 0, 0 };
+
+	switch (kind) {
+	case 0:
+		return real_epoll_wait(ep, ev, max, tmo);
+	case 1:
+		return real_epoll_pwait(ep, ev, max, tmo, mask);
+	default:
+		return real_epoll_pwait2(ep, ev, max, tmo == 0 ? &zero : ts,
+					 mask);
+	}
+}
+
+/* Merge kernel events ev[k..k+n) into the user ones ev[0..k) by data. */
+static int merge(struct epoll_event *ev, int k, int n)
+{
+	int out = k;
+
+	for (int i = k; i < k + n; i++) {
+		int j;
+
+		for (j = 0; j < k; j++)
+			if (ev[j].data.u64 == ev[i].data.u64)
+				break;
+		if (j < k)
+			ev[j].events |= ev[i].events;
+		else
+			ev[out++] = ev[i];
+	}
+	return out;
+}
+
+static __thread unsigned ep_tick;
+static uint32_t ep_pid;		/* sleep ids: unique across processes */
+static _Atomic uint32_t ep_waits;
+
+static int fast_wait(int ep, struct epoll_event *ev, int max, int tmo,
+		     const struct timespec *ts, const sigset_t *mask, int kind)
+{
+	struct snap sn[EP_BATCH];
+	int n, k = 0, r, saved;
+
+	ep_init();
+	if (ep_disabled || ep < 0 || ep >= EP_MAX_FD || max <= 0 ||
+	    !atomic_load_explicit((_Atomic(struct ep_set *) *)&sets[ep],
+				  memory_order_relaxed))
+		return kernel_wait(ep, ev, max, tmo, ts, mask, kind);
+	n = snapshot(ep, sn);
+	if (!n)
+		return kernel_wait(ep, ev, max, tmo, ts, mask, kind);
+	/* Leave room for the kernel's events, so that they are not starved
+	 * by busy SDP connections; with room for one event only, give the
+	 * kernel the first look every few calls. */
+	if (max == 1 && (++ep_tick & 7) == 0) {
+		r = kernel_wait(ep, ev, max, 0, ts, mask, kind);
+		if (r != 0)
+			goto out;
+	}
+	for (int i = 0; i < n && k < (max > 1 ? max - 1 : 1); i++) {
+		if (conn_check(&sn[i]))
+			ev[k++] = (struct epoll_event){ EPOLLIN, sn[i].data };
+	}
+	if (k) {
+		if (k == max) {
+			r = k;
+			goto out;
+		}
+		r = kernel_wait(ep, ev + k, max - k, 0, ts, mask, kind);
+		r = r < 0 ? (errno == EINTR ? k : -1) : merge(ev, k, r);
+		goto out;
+	}
+	if (tmo == 0) {
+		r = kernel_wait(ep, ev, max, 0, ts, mask, kind);
+		goto out;
+	}
+	/* About to sleep: back to the kernel mirror, loud arms.  A message
+	 * that came since conn_check() is mirrored now (a byte), so the
+	 * kernel returns at once. */
+	atomic_fetch_add(&sdp_appwake_sleepers, 1);
+	sdp_appwake_sleep_id = ((uint64_t)ep_pid << 32) |
+			       (uint32_t)atomic_fetch_add(&ep_waits, 1);
+	for (int i = 0; i < n; i++)
+		conn_resync(sn[i].c);
+	sdp_appwake_sleep_id = 0;
+	r = kernel_wait(ep, ev, max, tmo, ts, mask, kind);
+	saved = errno;
+	atomic_fetch_sub(&sdp_appwake_sleepers, 1);
+	for (int i = 0; i < n; i++) {
+		for (int j = 0; j < r; j++) {
+			if (ev[j].data.u64 == sn[i].data.u64) {
+				conn_seen(sn[i].c);
+				break;
+			}
+		}
+		conn_resync(sn[i].c);
+	}
+	errno = saved;
+out:
+	saved = errno;
+	for (int i = 0; i < n; i++)
+		sdp_conn_put(sn[i].c);
+	errno = saved;
+	return r;
+}
+
+SDP_EXPORT int epoll_wait(int ep, struct epoll_event *ev, int max, int tmo)
+{
+	return fast_wait(ep, ev, max, tmo, NULL, NULL, 0);
+}
+
+SDP_EXPORT int epoll_pwait(int ep, struct epoll_event *ev, int max, int tmo,
+			   const sigset_t *mask)
+{
+	return fast_wait(ep, ev, max, tmo, NULL, mask, 1);
+}
+
+SDP_EXPORT int epoll_pwait2(int ep, struct epoll_event *ev, int max,
+			    const struct timespec *ts, const sigset_t *mask)
+{
+	int tmo = !ts ? -1 : (ts->tv_sec == 0 && ts->tv_nsec == 0 ? 0 : 1);
+
+	ep_init();
+	if (!real_epoll_pwait2) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return fast_wait(ep, ev, max, tmo, ts, mask, 2);
+}
+
+/* ---- poll and select: the kernel must see everything they name ---------------- */
+
+static void fd_demote(int fd)
+{
+	struct sdp_sock *s;
+
+	if (fd < 0)
+		return;
+	if (fd < EP_MAX_FD && sets[fd] && !atomic_load(&set_off[fd]))
+		set_demote(fd);
+	s = sdp_fd_get(fd);
+	if (s) {
+		if (!atomic_load(&s->ep_off))
+			sock_demote(s);
+		sdp_sock_put(s);
+	}
+}
+
+static void poll_demote(const struct pollfd *p, nfds_t n)
+{
+	if (!atomic_load(&ep_any))
+		return;
+	for (nfds_t i = 0; i < n; i++)
+		fd_demote(p[i].fd);
+}
+
+static void select_demote(int nfds, const fd_set *r, const fd_set *w,
+			  const fd_set *e)
+{
+	if (!atomic_load(&ep_any))
+		return;
+	for (int fd = 0; fd < nfds && fd < FD_SETSIZE; fd++)
+		if ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) ||
+		    (e && FD_ISSET(fd, e)))
+			fd_demote(fd);
+}
+
+SDP_EXPORT int poll(struct pollfd *p, nfds_t n, int tmo)
+{
+	ep_init();
+	poll_demote(p, n);
+	return real_poll(p, n, tmo);
+}
+
+SDP_EXPORT int __poll_chk(struct pollfd *p, nfds_t n, int tmo, size_t len)
+{
+	(void)len;
+	return poll(p, n, tmo);
+}
+
+SDP_EXPORT int ppoll(struct pollfd *p, nfds_t n, const struct timespec *ts,
+		     const sigset_t *mask)
+{
+	ep_init();
+	poll_demote(p, n);
+	return real_ppoll(p, n, ts, mask);
+}
+
+SDP_EXPORT int __ppoll_chk(struct pollfd *p, nfds_t n,
+			   const struct timespec *ts, const sigset_t *mask,
+			   size_t len)
+{
+	(void)len;
+	return ppoll(p, n, ts, mask);
+}
+
+SDP_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e,
+		      struct timeval *tv)
+{
+	ep_init();
+	select_demote(nfds, r, w, e);
+	return real_select(nfds, r, w, e, tv);
+}
+
+SDP_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
+		       const struct timespec *ts, const sigset_t *mask)
+{
+	ep_init();
+	select_demote(nfds, r, w, e);
+	return real_pselect(nfds, r, w, e, ts, mask);
+}
+
+/* ---- fork ------------------------------------------------------------------------- */
+
+/* Before fork: every set becomes shared with the child and every
+ * connection may be used by either process; both need the kernel mirror. */
+static void ep_prepare(void)
+{
+	if (ep_disabled != 0 || !atomic_load(&ep_any))
+		return;
+	for (int ep = 0; ep < EP_MAX_FD; ep++)
+		if (sets[ep] && !atomic_load(&set_off[ep]))
+			set_demote(ep);
+}
+
+static void ep_child(void)
+{
+	ep_pid = (uint32_t)getpid();
+}
+
+__attribute__((constructor)) static void ep_ctor(void)
+{
+	ep_pid = (uint32_t)getpid();
+	pthread_atfork(ep_prepare, NULL, ep_child);
+}

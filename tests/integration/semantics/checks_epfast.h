@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * checks_epfast.h — epoll over SDP connections with user-space readiness
+ * (src/socket/epfast.c): the same answers as the kernel gives for TCP,
+ * including when the application sleeps and is woken, when a connection
+ * leaves the fast path (poll, nesting), and no CPU while idle.  All of it
+ * also holds over plain TCP (SDP_TEST_FAMILY=tcp), except the one check
+ * that the kernel was not told.
+ */
+
+static int fast_on(void)
+{
+	const char *e = getenv("SDP_EPOLL_FAST");
+
+	return is_sdp() && !(e && e[0] == '0');
+}
+
+/* Data reported from user space, level-triggered, never stale. */
+static int t_epfast_level(void)
+{
+	int c, s;
+	PAIR(c, s);
+	set_nonblock(c, 1);
+	int ep = epoll_create1(0);
+	SYS(ep);
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = 0xabc };
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev));
+	struct epoll_event out;
+	CHECK(ep_wait(ep, &out, 0) == 0, "event with nothing sent");
+	WRITEN(s, "xy", 2);
+	CHECK(ep_wait(ep, &out, 5000) == 1 && (out.events & EPOLLIN) &&
+	      out.data.u64 == 0xabc, "no EPOLLIN with data");
+	if (fast_on()) {
+		/* The kernel's own answer, past the interposer: nothing, as
+		 * no readiness byte was needed. */
+		struct epoll_event k;
+		int n = (int)syscall(SYS_epoll_pwait, ep, &k, 1, 0, NULL, 8);
+		CHECK(n == 0, "data was mirrored into the kernel (%d): "
+		      "user-space readiness not in use", n);
+	}
+	CHECK(ep_wait(ep, &out, 0) == 1 && (out.events & EPOLLIN),
+	      "level-triggered EPOLLIN not repeated while data is unread");
+	char b[4];
+	CHECK(recv(c, b, 1, 0) == 1, "recv 1");
+	CHECK(ep_wait(ep, &out, 0) == 1, "EPOLLIN gone with 1 byte unread");
+	CHECK(recv(c, b, sizeof b, 0) == 1, "recv rest");
+	CHECK(ep_wait(ep, &out, 0) == 0, "EPOLLIN after draining (stale)");
+	CHECK(recv(c, b, sizeof b, 0) < 0 && errno == EAGAIN, "recv not EAGAIN");
+	close(ep);
+	close(c);
+	close(s);
+	return 0;
+}
+
+struct pp_arg {
+	int *s;		/* peers' ends */
+	int n, rounds, ack;
+};
+
+static void *pp_writer(void *p)
+{
+	struct pp_arg *a = p;
+	char b;
+
+	for (int r = 0; r < a->rounds; r++) {
+		/* Bursts of one and of several: the woken wait must find the
+		 * ones that came without a byte of their own. */
+		int burst = r % 3 == 0 ? a->n : 1;
+
+		for (int i = 0; i < burst; i++)
+			if (t_write_n(a->s[(r + i) % a->n], "p", 1) < 0)
+				return (void *)1;
+		for (int i = 0; i < burst; i++)
+			if (read(a->ack, &b, 1) != 1)
+				return (void *)1;
+	}
+	return NULL;
+}
+
+/* A thread feeds several connections while the application waits in
+ * epoll (often asleep): no wake-up is lost, level or edge-triggered. */
+static int epfast_pingpong(uint32_t et)
+{
+	enum { N = 4, ROUNDS = 1500 };
+	int c[N], s[N], ack[2];
+	SYS(pipe(ack));
+	int ep = epoll_create1(0);
+	SYS(ep);
+	for (int i = 0; i < N; i++) {
+		PAIR(c[i], s[i]);
+		set_nonblock(c[i], 1);
+		/* One byte at a time with no reply on the same connection:
+		 * without NODELAY SDP's Nagle holds each for SDP_NAGLE_US,
+		 * which is not what this checks. */
+		int one = 1;
+		SYS(setsockopt(s[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one));
+		struct epoll_event ev = { .events = EPOLLIN | et, .data.u32 = i };
+		SYS(epoll_ctl(ep, EPOLL_CTL_ADD, c[i], &ev));
+	}
+	struct pp_arg a = { s, N, ROUNDS, ack[0] };
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, pp_writer, &a) == 0, "pthread_create");
+	long got = 0, want = 0;
+	for (int r = 0; r < ROUNDS; r++)
+		want += r % 3 == 0 ? N : 1;
+	while (got < want) {
+		struct epoll_event out[N];
+		int k = epoll_wait(ep, out, N, 5000);
+		if (k < 0 && errno == EINTR)
+			continue;
+		CHECK(k > 0, "no event for 5 s after %ld of %ld bytes (lost wake-up)",
+		      got, want);
+		for (int j = 0; j < k; j++) {
+			char b[16];
+			ssize_t n;
+			int any = 0;
+			while ((n = recv(c[out[j].data.u32], b, sizeof b, 0)) > 0) {
+				for (ssize_t x = 0; x < n; x++)
+					CHECK(write(ack[1], "a", 1) == 1, "ack");
+				got += n;
+				any = 1;
+			}
+			CHECK(n < 0 && errno == EAGAIN, "recv: %zd %s", n, strerror(errno));
+			/* Level-triggered: every report has data behind it.
+			 * Edge-triggered may report an arrival already read. */
+			CHECK(any || et, "readable event, then EAGAIN (stale)");
+		}
+	}
+	void *rv;
+	pthread_join(th, &rv);
+	CHECK(rv == NULL, "writer failed");
+	struct epoll_event out;
+	CHECK(ep_wait(ep, &out, 0) == 0, "event after draining everything");
+	for (int i = 0; i < N; i++) {
+		close(c[i]);
+		close(s[i]);
+	}
+	close(ep);
+	close(ack[0]);
+	close(ack[1]);
+	return 0;
+}
+
+static int t_epfast_pingpong_level(void)
+{
+	return epfast_pingpong(0);
+}
+
+static int t_epfast_pingpong_edge(void)
+{
+	return epfast_pingpong(EPOLLET);
+}
+
+/* poll() on a connection that epoll handled in user space sees the data,
+ * and epoll goes on reporting it. */
+static int t_epfast_poll_after_epoll(void)
+{
+	int c, s;
+	PAIR(c, s);
+	int ep = epoll_create1(0);
+	SYS(ep);
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = c };
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev));
+	struct epoll_event out;
+	CHECK(ep_wait(ep, &out, 0) == 0, "event with nothing sent");
+	WRITEN(s, "q", 1);
+	CHECK(ep_wait(ep, &out, 5000) == 1, "no EPOLLIN");
+	struct pollfd p = { .fd = c, .events = POLLIN };
+	CHECK(poll(&p, 1, 5000) == 1 && (p.revents & POLLIN), "poll: no POLLIN");
+	fd_set rd;
+	FD_ZERO(&rd);
+	FD_SET(c, &rd);
+	struct timeval tv = { 5, 0 };
+	CHECK(select(c + 1, &rd, NULL, NULL, &tv) == 1, "select: not readable");
+	CHECK(ep_wait(ep, &out, 0) == 1, "EPOLLIN gone after poll");
+	char b;
+	CHECK(recv(c, &b, 1, 0) == 1, "recv");
+	CHECK(poll(&p, 1, 0) == 0, "poll: POLLIN after draining");
+	CHECK(ep_wait(ep, &out, 0) == 0, "EPOLLIN after draining");
+	close(ep);
+	close(c);
+	close(s);
+	return 0;
+}
+
+/* An epoll set inside another: the outer one sees the inner's data. */
+static int t_epfast_nested(void)
+{
+	int c, s;
+	PAIR(c, s);
+	int in = epoll_create1(0), outer = epoll_create1(0);
+	SYS(in);
+	SYS(outer);
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = c };
+	SYS(epoll_ctl(in, EPOLL_CTL_ADD, c, &ev));
+	struct epoll_event out;
+	CHECK(ep_wait(in, &out, 0) == 0, "event with nothing sent");
+	ev.data.fd = in;
+	SYS(epoll_ctl(outer, EPOLL_CTL_ADD, in, &ev));
+	WRITEN(s, "n", 1);
+	CHECK(ep_wait(outer, &out, 5000) == 1 && out.data.fd == in,
+	      "outer set: inner set not readable");
+	CHECK(ep_wait(in, &out, 0) == 1 && out.data.fd == c, "inner set: no EPOLLIN");
+	close(outer);
+	close(in);
+	close(c);
+	close(s);
+	return 0;
+}
+
+static double cpu_sec(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* A process waiting in epoll with nothing coming burns no CPU (no
+ * busy-polling), right after traffic included. */
+static int t_epfast_idle_cpu(void)
+{
+	int c, s;
+	PAIR(c, s);
+	set_nonblock(c, 1);
+	int ep = epoll_create1(0);
+	SYS(ep);
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = c }, out;
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev));
+	char b[64];
+	for (int i = 0; i < 200; i++) {
+		WRITEN(s, "i", 1);
+		CHECK(ep_wait(ep, &out, 5000) == 1, "no EPOLLIN");
+		CHECK(recv(c, b, sizeof b, 0) == 1, "recv");
+	}
+	double t0 = now_sec(), cpu0 = cpu_sec();
+	CHECK(ep_wait(ep, &out, 1500) == 0, "event with nothing sent");
+	double wall = now_sec() - t0, cpu = cpu_sec() - cpu0;
+	CHECK(wall >= 1.0, "epoll_wait returned early (%.3f s)", wall);
+	CHECK(cpu < 0.1, "idle epoll_wait used %.3f s of CPU in %.3f s", cpu, wall);
+	close(ep);
+	close(c);
+	close(s);
+	return 0;
+}
