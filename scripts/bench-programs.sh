@@ -24,9 +24,16 @@ wait_port() { for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/n
 iperf3_run() { # side -> Gbit/s
 	local p; p=$(free_port)
 	$(wrap "$1") iperf3 -s -1 -p "$p" >/dev/null 2>&1 & local s=$!
-	# No probe connection: the one-off server would take it as its client.
+	# No probe connection: the one-off server would take it as its
+	# client.  Wait for the listener in ss instead, and retry while the
+	# JSON says "error" (iperf3 -J exits 0 after "Connection refused").
+	for _ in $(seq 100); do
+		[ -n "$(ss -Hltn "sport = :$p" 2>/dev/null)" ] && break
+		sleep 0.05
+	done
 	for _ in $(seq 50); do
-		$(wrap "$1") iperf3 -c 127.0.0.1 -p "$p" -t 3 -J >"$T/iperf.json" 2>/dev/null && break
+		$(wrap "$1") iperf3 -c 127.0.0.1 -p "$p" -t 3 -J >"$T/iperf.json" 2>/dev/null &&
+			! grep -q '"error"' "$T/iperf.json" && break
 		sleep 0.1
 	done
 	python3 -c 'import json,sys; print("%.2f" % (json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"]/1e9))' "$T/iperf.json" 2>/dev/null
