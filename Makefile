@@ -39,12 +39,8 @@ test: build build-asan build-tsan
 # (fork, exec, kill, abort, semantics, sdpstat): TSan cannot start threads
 # in such a child ("starting new threads after multi-threaded fork is not
 # supported"), so the child's progress thread never runs; and the real
-# programs, which are not built with TSan.  Also left out for now: the
-# tests that wait in epoll (stream-epoll*, stream-small-pieces, halfclose),
-# where TSan reports the user-space readiness path (socket/epfast.c
-# conn_check against the appwake arm bits) with two different mutexes for
-# one connection lock; not understood yet (README: Limitations).
-TSAN_TESTS := ^unit/|^itest/(stream-blocking|stream6-blocking|many|zcopy|fallback)|^switch/stream-blocking
+# programs, which are not built with TSan.
+TSAN_TESTS := ^unit/|^itest/(stream|halfclose|many|zcopy|fallback)|^switch/stream
 test-tsan: build-tsan
 	@SDP_TEST_SANITIZER=tsan SDP_TEST_FILTER='$(TSAN_TESTS)' tests/run.sh $(BUILD_TSAN)
 
