@@ -33,6 +33,7 @@
 #include "engine/conn.h"
 #include "engine/listener.h"
 #include "engine/progress.h"
+#include "engine/zcopy.h"
 #include "transport/loop.h"
 #include "transport/transport.h"
 #include "wire/wire.h"
@@ -570,6 +571,26 @@ static void *eh_checker_main(void *arg)
 	free(in);
 	free(want);
 	return NULL;
+}
+
+/* ---- ZCopy knobs shared by the ZCopy tests ------------------------------------ */
+
+/* Per-socket threshold, as setsockopt(SDP_ZCOPY_THRESH) would set it. */
+static __attribute__((unused)) void eh_zc_thresh(struct sdp_conn *c, int v)
+{
+	pthread_mutex_lock(&c->lock);
+	sdp_zcopy_set_thresh_locked(c, v);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Pretend a blocking recv() is (delta 1) or is no longer (-1) in
+ * progress, so that an arriving advertisement is held, not declined. */
+static __attribute__((unused)) void eh_zc_fake_reader(struct sdp_conn *c,
+						      int delta)
+{
+	pthread_mutex_lock(&c->lock);
+	c->zc_readers += (uint32_t)delta;
+	pthread_mutex_unlock(&c->lock);
 }
 
 #endif /* SDP_TEST_ENGINE_HELPERS_H */

@@ -20,20 +20,6 @@
 
 #define THRESH (64u * 1024)
 
-static void set_thresh(struct sdp_conn *c, int v)
-{
-	pthread_mutex_lock(&c->lock);
-	sdp_zcopy_set_thresh_locked(c, v);
-	pthread_mutex_unlock(&c->lock);
-}
-
-static void fake_reader(struct sdp_conn *c, int delta)
-{
-	pthread_mutex_lock(&c->lock);
-	c->zc_readers += (uint32_t)delta;
-	pthread_mutex_unlock(&c->lock);
-}
-
 static void write_off(struct sdp_conn *c)
 {
 	pthread_mutex_lock(&c->lock);
@@ -48,8 +34,8 @@ static int pair(struct eh_server *s, struct sdp_conn **cli, struct sdp_conn **sr
 	int r = eh_connect_pair(s, cli, srv);
 
 	if (r == 0) {
-		set_thresh(*cli, THRESH);
-		set_thresh(*srv, THRESH);
+		eh_zc_thresh(*cli, THRESH);
+		eh_zc_thresh(*srv, THRESH);
 		write_off(*cli);
 		write_off(*srv);
 	}
@@ -193,10 +179,10 @@ static void test_sizes(void)
 	{
 		struct sdp_conn_stats a = eh_stats(cli);
 
-		set_thresh(cli, 0);
+		eh_zc_thresh(cli, 0);
 		CHECK(xfer(cli, srv, 4 * THRESH, 4 * THRESH, 0, 7));
 		CHECK_EQ_U(eh_stats(cli).zc_tx_adverts, a.zc_tx_adverts);
-		set_thresh(cli, 1);	/* smallest: every send of 2+ bytes */
+		eh_zc_thresh(cli, 1);	/* smallest: every send of 2+ bytes */
 		CHECK(xfer(cli, srv, 100, 100, 0, 8));
 		CHECK_EQ_U(eh_stats(cli).zc_tx_adverts, a.zc_tx_adverts + 1);
 	}
@@ -309,7 +295,7 @@ static void test_peek_waitall(void)
 	/* MSG_PEEK reaching advertised bytes declines them; the data comes by
 	 * BCopy and peek then sees it. */
 	eh_stream_fill(31, 0, src, n);
-	fake_reader(srv, 1);
+	eh_zc_fake_reader(srv, 1);
 	sd = (struct sender){ cli, src, n, eh_ms(10000), 0 };
 	REQUIRE(pthread_create(&th, NULL, sender_main, &sd) == 0);
 	CHECK(eh_poll_until(advert_held, srv, 5000));
@@ -317,7 +303,7 @@ static void test_peek_waitall(void)
 	CHECK_EQ(eh_recv(srv, dst, SDP_ZC_INLINE, 0), SDP_ZC_INLINE);
 	CHECK_EQ(eh_recv(srv, dst + SDP_ZC_INLINE, 1000, MSG_PEEK), 1000);
 	CHECK_EQ(eh_stats(srv).zc_rx_declined - b.zc_rx_declined, 1);
-	fake_reader(srv, -1);
+	eh_zc_fake_reader(srv, -1);
 	CHECK_EQ(eh_recv_all(srv, dst + SDP_ZC_INLINE, n - SDP_ZC_INLINE),
 		 n - SDP_ZC_INLINE);
 	CHECK(eh_join(th, NULL, 10000) == 0);
@@ -371,7 +357,7 @@ static void test_cancel(void)
 	/* Send timeout with the advertisement held, unread: SrcAvailCancel,
 	 * the sink acknowledges (SendSm), send() returns the partial count
 	 * (the inline bytes), and nothing of the rest was delivered. */
-	fake_reader(srv, 1);
+	eh_zc_fake_reader(srv, 1);
 	a = eh_stats(cli);
 	{
 		struct iovec iov = { src, n };
@@ -382,18 +368,18 @@ static void test_cancel(void)
 	CHECK_EQ(eh_stats(cli).zc_tx_cancels - a.zc_tx_cancels, 1);
 	CHECK_EQ(eh_stats(cli).zc_tx_declined - a.zc_tx_declined, 1);
 	CHECK(!advert_held(srv));
-	fake_reader(srv, -1);
+	eh_zc_fake_reader(srv, -1);
 	CHECK_EQ(eh_recv(srv, dst, n, 0), SDP_ZC_INLINE);
 	CHECK(!memcmp(src, dst, SDP_ZC_INLINE));
 	CHECK_MRS_RELEASED();
 
 	/* Unanswered advertisement (SDP_ZCOPY_ADV_TIMEOUT_MS = 200 here): the
 	 * source cancels by itself and sends the rest by BCopy. */
-	fake_reader(srv, 1);
+	eh_zc_fake_reader(srv, 1);
 	a = eh_stats(cli);
 	CHECK_EQ(eh_send(cli, src, n, 0), n);
 	CHECK_EQ(eh_stats(cli).zc_tx_cancels - a.zc_tx_cancels, 1);
-	fake_reader(srv, -1);
+	eh_zc_fake_reader(srv, -1);
 	CHECK_EQ(eh_recv_all(srv, dst, n), n);
 	CHECK(!memcmp(src, dst, n));
 
@@ -446,8 +432,8 @@ static void test_crossing(void)
 	/* One thread per side, both send first, then read: both advertise at
 	 * once (readers faked in so that the advertisements are held): each
 	 * sink declines the crossing one, both finish by BCopy. */
-	fake_reader(cli, 1);
-	fake_reader(srv, 1);
+	eh_zc_fake_reader(cli, 1);
+	eh_zc_fake_reader(srv, 1);
 	a = (struct eh_duplex){ cli, 150 * 1024, 0, 20, 1000, 2000, 0 };
 	b = (struct eh_duplex){ srv, 150 * 1024, 0, 20, 2000, 1000, 0 };
 	REQUIRE(pthread_create(&ta, NULL, pingpong_main, &a) == 0);
@@ -455,8 +441,8 @@ static void test_crossing(void)
 	CHECK(eh_join(ta, NULL, 20000) == 0);
 	CHECK(eh_join(tb, NULL, 20000) == 0);
 	CHECK(a.ok && b.ok);
-	fake_reader(cli, -1);
-	fake_reader(srv, -1);
+	eh_zc_fake_reader(cli, -1);
+	eh_zc_fake_reader(srv, -1);
 
 	/* Reader and writer threads on both sides, 4 MiB messages. */
 	{
@@ -504,7 +490,7 @@ static void test_abort_outstanding(void)
 
 	/* The sink aborts (SO_LINGER 0 close) while holding the SrcAvail. */
 	REQUIRE_OK(pair(&s, &cli, &srv));
-	fake_reader(srv, 1);
+	eh_zc_fake_reader(srv, 1);
 	sd = (struct sender){ cli, src, n, eh_ms(20000), 0 };
 	REQUIRE(pthread_create(&th, NULL, sender_main, &sd) == 0);
 	CHECK(eh_poll_until(advert_held, srv, 5000));
@@ -527,7 +513,7 @@ static void test_abort_outstanding(void)
 
 	/* The link dies with the advertisement held. */
 	REQUIRE_OK(pair(&s, &cli, &srv));
-	fake_reader(srv, 1);
+	eh_zc_fake_reader(srv, 1);
 	sd = (struct sender){ cli, src, n, eh_ms(20000), 0 };
 	REQUIRE(pthread_create(&th, NULL, sender_main, &sd) == 0);
 	CHECK(eh_poll_until(advert_held, srv, 5000));
@@ -542,7 +528,7 @@ static void test_abort_outstanding(void)
 		printf("#   send returned %zd\n", sd.ret);
 		g_checks_failed++;
 	}
-	fake_reader(srv, -1);
+	eh_zc_fake_reader(srv, -1);
 	CHECK_MRS_RELEASED();
 	sdp_conn_close(cli, 0);
 	sdp_conn_close(srv, 0);
@@ -551,14 +537,14 @@ static void test_abort_outstanding(void)
 	 * orphan declines it; the source's BCopy rest then resets it (data
 	 * for a closed socket). */
 	REQUIRE_OK(pair(&s, &cli, &srv));
-	fake_reader(srv, 1);
+	eh_zc_fake_reader(srv, 1);
 	sd = (struct sender){ cli, src, n, eh_ms(20000), 0 };
 	REQUIRE(pthread_create(&th, NULL, sender_main, &sd) == 0);
 	CHECK(eh_poll_until(advert_held, srv, 5000));
 	{
 		uint8_t tmp[SDP_ZC_INLINE];
 
-		fake_reader(srv, -1);
+		eh_zc_fake_reader(srv, -1);
 		CHECK_EQ(eh_recv(srv, tmp, sizeof(tmp), 0), SDP_ZC_INLINE);
 	}
 	sdp_conn_close(srv, 0);
@@ -682,7 +668,7 @@ static void test_violations(void)
 	/* Data while a SrcAvail is outstanding; then a second SrcAvail. */
 	for (int v = 0; v < 2; v++) {
 		REQUIRE_OK(pair(&s, &cli, &srv));
-		fake_reader(srv, 1);
+		eh_zc_fake_reader(srv, 1);
 		CHECK_EQ(post_raw(cli, SDP_MID_SRC_AVAIL, 0, 100, "abcd", 4), 0);
 		eh_progress(srv);
 		CHECK(advert_held(srv));
@@ -694,14 +680,14 @@ static void test_violations(void)
 		eh_progress(srv);
 		CHECK(eh_poll_until(is_reset, srv, 5000));
 		CHECK_REASON(srv, SDP_REASON_PROTOCOL);
-		fake_reader(srv, -1);
+		eh_zc_fake_reader(srv, -1);
 		sdp_conn_close(cli, 0);
 		sdp_conn_close(srv, 0);
 	}
 
 	/* RdmaRdCompl larger than what is outstanding. */
 	REQUIRE_OK(pair(&s, &cli, &srv));
-	fake_reader(srv, 1);
+	eh_zc_fake_reader(srv, 1);
 	sd = (struct sender){ cli, src, n, eh_ms(20000), 0 };
 	REQUIRE(pthread_create(&th, NULL, sender_main, &sd) == 0);
 	CHECK(eh_poll_until(advert_held, srv, 5000));
@@ -709,7 +695,7 @@ static void test_violations(void)
 	REQUIRE(eh_join(th, NULL, 10000) == 0);
 	CHECK(sd.ret == -ECONNRESET || sd.ret == SDP_ZC_INLINE);
 	CHECK_REASON(cli, SDP_REASON_PROTOCOL);
-	fake_reader(srv, -1);
+	eh_zc_fake_reader(srv, -1);
 	CHECK_MRS_RELEASED();
 	sdp_conn_close(cli, 0);
 	sdp_conn_close(srv, 1);

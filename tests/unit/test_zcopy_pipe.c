@@ -23,20 +23,6 @@
 
 #define T (64u * 1024)	/* the threshold */
 
-static void set_thresh(struct sdp_conn *c, int v)
-{
-	pthread_mutex_lock(&c->lock);
-	sdp_zcopy_set_thresh_locked(c, v);
-	pthread_mutex_unlock(&c->lock);
-}
-
-static void fake_reader(struct sdp_conn *c, int delta)
-{
-	pthread_mutex_lock(&c->lock);
-	c->zc_readers += (uint32_t)delta;
-	pthread_mutex_unlock(&c->lock);
-}
-
 static void set_peer_max(struct sdp_conn *c, uint8_t v)
 {
 	pthread_mutex_lock(&c->lock);
@@ -49,8 +35,8 @@ static int pair(struct eh_server *s, struct sdp_conn **cli, struct sdp_conn **sr
 	int r = eh_connect_pair(s, cli, srv);
 
 	if (r == 0) {
-		set_thresh(*cli, T);
-		set_thresh(*srv, T);
+		eh_zc_thresh(*cli, T);
+		eh_zc_thresh(*srv, T);
 		pthread_mutex_lock(&(*cli)->lock);
 		(*cli)->zc_write_off = 1;
 		pthread_mutex_unlock(&(*cli)->lock);
@@ -199,7 +185,7 @@ static void test_window(void)
 	REQUIRE(dst);
 
 	/* All four elements advertised at once, nothing read yet. */
-	fake_reader(srv, 1);
+	eh_zc_fake_reader(srv, 1);
 	a = eh_stats(cli);
 	b = eh_stats(srv);
 	REQUIRE(pthread_create(&th, NULL, wv_main, &w) == 0);
@@ -304,7 +290,7 @@ static void test_window(void)
 		free(dst);
 	}
 	sdp_cfg.zcopy_split = 0;
-	fake_reader(srv, -1);
+	eh_zc_fake_reader(srv, -1);
 
 	CHECK_EQ(eh_state(cli), SDP_ST_ESTABLISHED);
 	CHECK_EQ(eh_state(srv), SDP_ST_ESTABLISHED);
@@ -333,7 +319,7 @@ static void test_peer_max_one(void)
 	REQUIRE(wv_make(&w, cli, three, 3, 15));
 	dst = calloc(1, w.total);
 	REQUIRE(dst);
-	fake_reader(srv, 1);
+	eh_zc_fake_reader(srv, 1);
 	a = eh_stats(cli);
 	REQUIRE(pthread_create(&th, NULL, wv_main, &w) == 0);
 	CHECK(wait_held(srv, 1));
@@ -351,7 +337,7 @@ static void test_peer_max_one(void)
 	pthread_mutex_lock(&cli->lock);
 	CHECK_EQ(cli->zc_mode_tx, SDP_MODE_COMBINED);
 	pthread_mutex_unlock(&cli->lock);
-	fake_reader(srv, -1);
+	eh_zc_fake_reader(srv, -1);
 	free(w.mem);
 	free(dst);
 	CHECK_MRS_RELEASED();
@@ -383,7 +369,7 @@ static void test_decline_middle(void)
 	REQUIRE(wv_make(&w, cli, four, 4, 21));
 	dst = calloc(1, w.total);
 	REQUIRE(dst);
-	fake_reader(srv, 1);
+	eh_zc_fake_reader(srv, 1);
 	a = eh_stats(cli);
 	b = eh_stats(srv);
 	REQUIRE(pthread_create(&th, NULL, wv_main, &w) == 0);
@@ -440,7 +426,7 @@ static void test_decline_middle(void)
 	CHECK_EQ_U(eh_stats(cli).zc_tx_declined - a.zc_tx_declined, 2);
 	CHECK_EQ_U(eh_stats(cli).zc_tx_bytes - a.zc_tx_bytes, 2 * T);
 	set_peer_max(cli, SDP_ZC_MAX_ADVERTS);
-	fake_reader(srv, -1);
+	eh_zc_fake_reader(srv, -1);
 	free(w.mem);
 	free(dst);
 
@@ -475,7 +461,7 @@ static void test_cancel_window(void)
 	dst = calloc(1, w.total);
 	REQUIRE(dst);
 	w.timeout_ms = eh_ms(1000);
-	fake_reader(srv, 1);
+	eh_zc_fake_reader(srv, 1);
 	a = eh_stats(cli);
 	REQUIRE(pthread_create(&th, NULL, wv_main, &w) == 0);
 	CHECK(wait_held(srv, 4));
@@ -539,7 +525,7 @@ static void test_cancel_window(void)
 	CHECK(!memcmp(w.mem, dst, w.total));
 	CHECK_EQ_U(eh_stats(cli).zc_tx_declined - a.zc_tx_declined, 1);
 	CHECK_EQ_U(eh_stats(cli).zc_tx_bytes - a.zc_tx_bytes, 2 * T);
-	fake_reader(srv, -1);
+	eh_zc_fake_reader(srv, -1);
 	free(w.mem);
 	free(dst);
 
@@ -567,7 +553,7 @@ static void test_abort_window(void)
 		REQUIRE_OK(pair(&s, &cli, &srv));
 		REQUIRE(wv_make(&w, cli, four, 4, 40 + (uint64_t)k));
 		w.timeout_ms = eh_ms(20000);
-		fake_reader(srv, 1);
+		eh_zc_fake_reader(srv, 1);
 		REQUIRE(pthread_create(&th, NULL, wv_main, &w) == 0);
 		CHECK(wait_held(srv, 4));
 		CHECK_EQ(atomic_load(&sdp_zcopy_live_mrs), 4);
@@ -600,7 +586,7 @@ static void test_abort_window(void)
 			sdp_conn_close(cli, 0);
 		}
 		if (k) {
-			fake_reader(srv, -1);
+			eh_zc_fake_reader(srv, -1);
 			sdp_conn_close(srv, 0);
 		}
 		free(w.mem);
@@ -676,7 +662,7 @@ static void test_violations(void)
 	REQUIRE_OK(pair(&s, &cli, &srv));
 	REQUIRE(wv_make(&w, cli, four, 4, 60));
 	w.timeout_ms = eh_ms(20000);
-	fake_reader(srv, 1);
+	eh_zc_fake_reader(srv, 1);
 	REQUIRE(pthread_create(&th, NULL, wv_main, &w) == 0);
 	CHECK(wait_held(srv, 4));
 	CHECK_EQ(post_raw(srv, SDP_MID_RDMA_RD_COMPL, 4 * T, 0, NULL, 0), 0);
@@ -694,7 +680,7 @@ static void test_violations(void)
 	CHECK(eh_poll_until(is_reset, cli, 5000));
 	CHECK_REASON(cli, SDP_REASON_PROTOCOL);
 	CHECK_MRS_RELEASED();
-	fake_reader(srv, -1);
+	eh_zc_fake_reader(srv, -1);
 	sdp_conn_close(cli, 0);
 	sdp_conn_close(srv, 1);
 	free(w.mem);
@@ -706,7 +692,7 @@ static void test_violations(void)
 	REQUIRE_OK(pair(&s, &cli, &srv));
 	REQUIRE(wv_make(&w, cli, four, 4, 61));
 	w.timeout_ms = eh_ms(20000);
-	fake_reader(srv, 1);
+	eh_zc_fake_reader(srv, 1);
 	REQUIRE(pthread_create(&th, NULL, wv_main, &w) == 0);
 	CHECK(wait_held(srv, 4));
 	{
@@ -737,7 +723,7 @@ static void test_violations(void)
 	CHECK(eh_poll_until(is_reset, cli, 5000));
 	CHECK_REASON(cli, SDP_REASON_PROTOCOL);
 	CHECK_MRS_RELEASED();
-	fake_reader(srv, -1);
+	eh_zc_fake_reader(srv, -1);
 	sdp_conn_close(cli, 0);
 	sdp_conn_close(srv, 1);
 	free(w.mem);
@@ -745,7 +731,7 @@ static void test_violations(void)
 	/* More SrcAvails outstanding than our MaxAdverts. */
 	REQUIRE_OK(pair(&s, &cli, &srv));
 	go_pipelined(cli, srv);
-	fake_reader(srv, 1);
+	eh_zc_fake_reader(srv, 1);
 	for (unsigned i = 0; i < SDP_ZC_MAX_ADVERTS; i++)
 		CHECK_EQ(post_raw(cli, SDP_MID_SRC_AVAIL, 0, 2 * T, NULL, 0), 0);
 	CHECK(wait_held(srv, SDP_ZC_MAX_ADVERTS));
@@ -754,14 +740,14 @@ static void test_violations(void)
 	eh_progress(srv);
 	CHECK(eh_poll_until(is_reset, srv, 5000));
 	CHECK_REASON(srv, SDP_REASON_PROTOCOL);
-	fake_reader(srv, -1);
+	eh_zc_fake_reader(srv, -1);
 	sdp_conn_close(cli, 1);
 	sdp_conn_close(srv, 1);
 
 	/* Data between advertisements. */
 	REQUIRE_OK(pair(&s, &cli, &srv));
 	go_pipelined(cli, srv);
-	fake_reader(srv, 1);
+	eh_zc_fake_reader(srv, 1);
 	CHECK_EQ(post_raw(cli, SDP_MID_SRC_AVAIL, 0, 2 * T, NULL, 0), 0);
 	CHECK_EQ(post_raw(cli, SDP_MID_SRC_AVAIL, 0, 2 * T, NULL, 0), 0);
 	CHECK(wait_held(srv, 2));
@@ -769,7 +755,7 @@ static void test_violations(void)
 	eh_progress(srv);
 	CHECK(eh_poll_until(is_reset, srv, 5000));
 	CHECK_REASON(srv, SDP_REASON_PROTOCOL);
-	fake_reader(srv, -1);
+	eh_zc_fake_reader(srv, -1);
 	sdp_conn_close(cli, 1);
 	sdp_conn_close(srv, 1);
 

@@ -20,20 +20,13 @@
 
 #define THRESH (64u * 1024)
 
-static void set_thresh(struct sdp_conn *c, int v)
-{
-	pthread_mutex_lock(&c->lock);
-	sdp_zcopy_set_thresh_locked(c, v);
-	pthread_mutex_unlock(&c->lock);
-}
-
 static int pair(struct eh_server *s, struct sdp_conn **cli, struct sdp_conn **srv)
 {
 	int r = eh_connect_pair(s, cli, srv);
 
 	if (r == 0) {
-		set_thresh(*cli, THRESH);
-		set_thresh(*srv, THRESH);
+		eh_zc_thresh(*cli, THRESH);
+		eh_zc_thresh(*srv, THRESH);
 	}
 	return r;
 }
@@ -213,7 +206,7 @@ static void test_basic(void)
 
 	/* ZCopy off at the source: it returns to Combined (ModeChange), and
 	 * the sink stops advertising. */
-	set_thresh(cli, 0);
+	eh_zc_thresh(cli, 0);
 	pthread_mutex_lock(&cli->lock);
 	CHECK_EQ(cli->zc_mode_tx, SDP_MODE_COMBINED);
 	pthread_mutex_unlock(&cli->lock);
