@@ -242,19 +242,23 @@ static void release_listeners(void)
 	}
 }
 
-
+/* P.lock held: put c on the timer list once (the list holds a reference). */
+static void timer_list_add_locked(struct sdp_conn *c)
+{
+	if (c->in_timer || !c->registered)
+		return;
+	sdp_conn_get(c);
+	c->in_timer = 1;
+	c->timer_next = P.timers;
+	P.timers = c;
+}
 
 void sdp_progress_arm_timer_at(struct sdp_conn *c, uint64_t deadline_ns)
 {
 	int wake;
 
 	pthread_mutex_lock(&P.lock);
-	if (!c->in_timer && c->registered) {
-		sdp_conn_get(c);	/* the timer list's reference */
-		c->in_timer = 1;
-		c->timer_next = P.timers;
-		P.timers = c;
-	}
+	timer_list_add_locked(c);
 	wake = deadline_ns < P.wake_at;
 	if (!P.wake_at && (!P.lazy_min || deadline_ns < P.lazy_min))
 		P.lazy_min = deadline_ns;	/* seen before it sleeps */
@@ -266,12 +270,7 @@ void sdp_progress_arm_timer_at(struct sdp_conn *c, uint64_t deadline_ns)
 void sdp_progress_arm_timer(struct sdp_conn *c)
 {
 	pthread_mutex_lock(&P.lock);
-	if (!c->in_timer && c->registered) {
-		sdp_conn_get(c);	/* the timer list's reference */
-		c->in_timer = 1;
-		c->timer_next = P.timers;
-		P.timers = c;
-	}
+	timer_list_add_locked(c);
 	pthread_mutex_unlock(&P.lock);
 	/* The progress thread itself recomputes its timeout after every
 	 * batch: waking it from there would make it spin while a timer (an
