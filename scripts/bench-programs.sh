@@ -78,7 +78,7 @@ EOF
 }
 
 declare -A R
-BENCHES=(iperf3 sockperf redis-set redis-get nginx-1k nginx-1m nginx-workers-1k)
+BENCHES=(${BENCH_ONLY:-iperf3 sockperf redis-set redis-get nginx-1k nginx-1m nginx-workers-1k})
 one() { # bench side
 	case $1 in
 	iperf3) iperf3_run "$2" ;;

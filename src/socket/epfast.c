@@ -41,6 +41,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -52,6 +53,7 @@
 
 #include "engine/appwake.h"
 #include "engine/config.h"
+#include "engine/conn.h"
 #include "engine/real.h"
 #include "socket/sock.h"
 #include "transport/transport.h"
@@ -476,6 +478,63 @@ static int merge(struct epoll_event *ev, int k, int n)
 }
 
 static __thread unsigned ep_tick;
+/* When this thread's epoll_wait last found a user-space event. */
+static __thread uint64_t ep_hit_ns;
+
+/* Up to max-1 user-space events into ev (room is left for the kernel's,
+ * so that they are not starved by busy SDP connections). */
+static int user_events(struct snap *sn, int n, struct epoll_event *ev,
+		       int max)
+{
+	int k = 0;
+
+	for (int i = 0; i < n && k < (max > 1 ? max - 1 : 1); i++) {
+		if (conn_check(&sn[i]))
+			ev[k++] = (struct epoll_event){ EPOLLIN, sn[i].data };
+	}
+	return k;
+}
+
+/* Spin only in a loop that is busy with SDP traffic: an event loop that
+ * found one within the last 10 ms.  Any other wait sleeps at once. */
+#define EP_SPIN_RECENT_NS 10000000ull
+static int spin_worthwhile(void)
+{
+	return sdp_cfg.spin_us && ep_hit_ns &&
+	       sdp_now_ns() - ep_hit_ns < EP_SPIN_RECENT_NS;
+}
+
+/* Busy-poll the set for SDP_SPIN_US before epoll_wait sleeps, as a
+ * blocking recv does (engine/rx.c): the answer to what the loop just sent
+ * usually comes within microseconds, and sleeping for it costs the peer a
+ * readiness byte (the loud arm) and us a sleep and a wake-up, about as
+ * much as TCP's whole path.  Spinning, the arms stay quiet.  The kernel's
+ * own events are looked at every few rounds (timeout 0).  Yield rather
+ * than pause: on a small host the peer shares our CPU.  Returns the
+ * kernel's answer if it had events or failed (-1, errno), else 0 with *k
+ * user-space events in ev. */
+static int spin(int ep, struct snap *sn, int n, struct epoll_event *ev,
+		int max, const struct timespec *ts, const sigset_t *mask,
+		int kind, int *k)
+{
+	uint64_t end = sdp_now_ns() + sdp_cfg.spin_us * 1000ull;
+	unsigned round = 0;
+	int r;
+
+	do {
+		sched_yield();
+		*k = user_events(sn, n, ev, max);
+		if (*k)
+			return 0;
+		if ((++round & 3) == 0) {
+			r = kernel_wait(ep, ev, max, 0, ts, mask, kind);
+			if (r != 0)
+				return r;
+		}
+	} while (sdp_now_ns() < end);
+	return 0;
+}
+
 static uint32_t ep_pid;		/* sleep ids: unique across processes */
 static _Atomic uint32_t ep_waits;
 
@@ -501,11 +560,14 @@ static int fast_wait(int ep, struct epoll_event *ev, int max, int tmo,
 		if (r != 0)
 			goto out;
 	}
-	for (int i = 0; i < n && k < (max > 1 ? max - 1 : 1); i++) {
-		if (conn_check(&sn[i]))
-			ev[k++] = (struct epoll_event){ EPOLLIN, sn[i].data };
+	k = user_events(sn, n, ev, max);
+	if (!k && tmo != 0 && spin_worthwhile()) {
+		r = spin(ep, sn, n, ev, max, ts, mask, kind, &k);
+		if (r != 0)
+			goto out;
 	}
 	if (k) {
+		ep_hit_ns = sdp_now_ns();
 		if (k == max) {
 			r = k;
 			goto out;
