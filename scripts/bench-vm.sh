@@ -7,7 +7,9 @@
 #   the same veth, raw verbs (perftest ib_read_bw / ib_send_bw / ib_send_lat,
 #   rdma_cm); then SDP, rsockets and TCP with one program, rdma-core's
 #   rstream (native rsockets; "-T s" = ordinary sockets, under sdp_run for
-#   SDP).  Not iperf3/sockperf with librspreload.so: neither runs on rsockets
+#   SDP, also with ZCopy from 64 KiB); socat with blocking writes for SDP
+#   BCopy vs ZCopy (iperf3's non-blocking sends never go ZCopy).  Not
+#   iperf3/sockperf with librspreload.so: neither runs on rsockets
 #   (docs/BENCHMARKS-VM.md, "rsockets").
 # Bandwidth for 64 KiB, 256 KiB, 1 MiB messages; ping-pong latency (64 B).
 # Each figure: median of REPEAT runs [min-max]; each run is bounded (a hung
@@ -39,6 +41,26 @@ lat() { # mode -> usec (sockperf ping-pong, 64 B)
 		sed -n 's/.*Summary: Latency is \([0-9.]*\) usec.*/\1/p'
 	kill $sp 2>/dev/null; wait $sp 2>/dev/null
 }
+# socat: one stream, blocking writes of SIZE bytes.  ZCopy needs blocking
+# sends (a non-blocking send cannot wait for the peer's RDMA READ), and
+# iperf3's data sockets are non-blocking, so the ZCopy rows use socat with
+# SDP_ZCOPY_THRESH=SIZE.  BENCH_MB MiB per run; the sender's wall time counts
+# (with ZCopy a send returns only once the sink has read it).  A sample of
+# sdpstat during the run is kept in $ZLOG: the proof that ZCopy ran.
+ZLOG=/tmp/bench-vm-zcopy.log
+sc() { # mode size thresh -> Gbit/s
+	local w n t0 t1; w=$(wrap "$1"); n=$((${BENCH_MB:-48} * 1048576))
+	SDP_ZCOPY_THRESH=$3 $w socat -b "$2" -u TCP-LISTEN:5400,bind=$S,reuseaddr OPEN:/dev/null >/dev/null 2>&1 & local sp=$!
+	sleep 1
+	t0=$(date +%s%N)
+	SDP_ZCOPY_THRESH=$3 timeout 60 $w socat -b "$2" -u OPEN:/dev/zero,readbytes=$n TCP:$S:5400,bind=$A 2>/dev/null & local cp=$!
+	if [ "$1" = sdp ]; then
+		sleep 0.5
+		echo "socat size $2 thresh $3: $("$PWD/$B/bin/sdpstat" --json 2>/dev/null | tr '{' '\n' | grep -o '"zcopy_tx": [0-9]*' | sort -t: -k2 -n | tail -1)" >>$ZLOG
+	fi
+	wait $cp && t1=$(date +%s%N) && awk -v n=$n -v t=$((t1 - t0)) 'BEGIN {printf "%.2f\n", n * 8 / t}'
+	kill $sp 2>/dev/null; wait $sp 2>/dev/null
+}
 pt() { # perftest binary size -> Gbit/s (or usec for _lat)
 	"$1" -d rxe-b -R -s "$2" -D $T >/dev/null 2>&1 & local sp=$!
 	sleep 1
@@ -51,7 +73,7 @@ pt() { # perftest binary size -> Gbit/s (or usec for _lat)
 }
 rst() { # mode size count -> usec per transfer (64 B) or Gbit/s
 	local w=env o="-T s"
-	case $1 in sdp) w=$RUN ;; rs) o= ;; esac
+	case $1 in sdp) w=$RUN ;; sdpz) w="env SDP_ZCOPY_THRESH=65536 $RUN" ;; rs) o= ;; esac
 	timeout $((T + 30)) $w rstream $o -b $S -p 7471 -S "$2" -C "$3" >/dev/null 2>&1 & local sp=$!
 	sleep 1
 	timeout $((T + 25)) $w rstream $o -s $S -b $A -p 7471 -S "$2" -C "$3" 2>/dev/null |
@@ -66,13 +88,15 @@ for size in $sizes; do
 	done
 	res[read,$size]=$(for i in $(seq $R); do pt ib_read_bw $size; done | med)
 	res[send,$size]=$(for i in $(seq $R); do pt ib_send_bw $size; done | med)
-	res[zc,$size]=$(for i in $(seq $R); do SDP_ZCOPY_THRESH=$size bw sdp $size; done | med)
+	res[zc,$size]=$(for i in $(seq $R); do sc sdp $size $size; done | med)
+	res[scb,$size]=$(for i in $(seq $R); do sc sdp $size 0; done | med)
+	res[sct,$size]=$(for i in $(seq $R); do sc tcp $size 0; done | med)
 done
 for m in sdp tcp; do res[$m,lat]=$(for i in $(seq $R); do lat $m; done | med); done
 res[nospin,lat]=$(for i in $(seq $R); do SDP_VERBS_SPIN_US=0 lat sdp; done | med)
 res[raw,lat]=$(for i in $(seq $R); do pt ib_send_lat 64; done | med)
 # rstream: 32 MiB per bandwidth run (~2 s at 0.15 Gbit/s), 2000 ping-pongs.
-[ -n "${BENCH_LAT_ONLY:-}" ] && rsm= || rsm="sdp rs tcp"
+[ -n "${BENCH_LAT_ONLY:-}" ] && rsm= || rsm="sdp sdpz rs tcp"
 for m in $rsm; do
 	res[rst,$m,64]=$(for i in $(seq $R); do rst $m 64 2000; done | med)
 	res[rst,$m,65536]=$(for i in $(seq $R); do rst $m 65536 512; done | med)
@@ -85,19 +109,24 @@ if [ -n "${BENCH_LAT_ONLY:-}" ]; then
 	echo "| sockperf / perftest | ${res[sdp,lat]} | ${res[nospin,lat]} | ${res[tcp,lat]} | ${res[raw,lat]} |"
 	exit 0
 fi
-echo "| message | SDP (Gbit/s) | SDP ZCopy | kernel TCP | ib_send_bw | ib_read_bw | SDP/TCP | ZCopy/RDMA READ |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| message | iperf3 SDP (Gbit/s) | iperf3 kernel TCP | socat SDP BCopy | socat SDP ZCopy | socat kernel TCP | ib_send_bw | ib_read_bw | SDP/TCP (iperf3) | ZCopy/RDMA READ |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for size in 65536 262144 1048576; do
-	echo "| $((size / 1024)) KiB | ${res[sdp,$size]} | ${res[zc,$size]} | ${res[tcp,$size]} | ${res[send,$size]} | ${res[read,$size]} | $(ratio "${res[sdp,$size]}" "${res[tcp,$size]}") | $(ratio "${res[zc,$size]}" "${res[read,$size]}") |"
+	echo "| $((size / 1024)) KiB | ${res[sdp,$size]} | ${res[tcp,$size]} | ${res[scb,$size]} | ${res[zc,$size]} | ${res[sct,$size]} | ${res[send,$size]} | ${res[read,$size]} | $(ratio "${res[sdp,$size]}" "${res[tcp,$size]}") | $(ratio "${res[zc,$size]}" "${res[read,$size]}") |"
 done
+echo
+echo "ZCopy check (largest zcopy_tx sdpstat saw in each socat run):"
+cat $ZLOG 2>/dev/null
 echo
 echo "| ping-pong 64 B (usec) | SDP | SDP, SDP_VERBS_SPIN_US=0 | kernel TCP | ib_send_lat |"
 echo "|---|---|---|---|---|"
 echo "| sockperf / perftest | ${res[sdp,lat]} | ${res[nospin,lat]} | ${res[tcp,lat]} | ${res[raw,lat]} |"
 echo
-echo "| rstream | SDP | rsockets | kernel TCP | SDP vs rsockets (>1: SDP better) |"
-echo "|---|---|---|---|---|"
-echo "| 64 B ping-pong (usec/xfer) | ${res[rst,sdp,64]} | ${res[rst,rs,64]} | ${res[rst,tcp,64]} | $(ratio "${res[rst,rs,64]}" "${res[rst,sdp,64]}") |"
+echo "| rstream | SDP | SDP, ZCopy from 64 KiB | rsockets | kernel TCP | SDP vs rsockets (>1: SDP better) |"
+echo "|---|---|---|---|---|---|"
+echo "| 64 B ping-pong (usec/xfer) | ${res[rst,sdp,64]} | - | ${res[rst,rs,64]} | ${res[rst,tcp,64]} | $(ratio "${res[rst,rs,64]}" "${res[rst,sdp,64]}") |"
 for size in 65536 1048576; do
-	echo "| $((size / 1024)) KiB (Gbit/s) | ${res[rst,sdp,$size]} | ${res[rst,rs,$size]} | ${res[rst,tcp,$size]} | $(ratio "${res[rst,sdp,$size]}" "${res[rst,rs,$size]}") |"
+	best=${res[rst,sdp,$size]}
+	awk -v a="${res[rst,sdpz,$size]%% *}" -v b="${best%% *}" 'BEGIN {exit !(a+0 > b+0)}' && best=${res[rst,sdpz,$size]}
+	echo "| $((size / 1024)) KiB (Gbit/s) | ${res[rst,sdp,$size]} | ${res[rst,sdpz,$size]} | ${res[rst,rs,$size]} | ${res[rst,tcp,$size]} | $(ratio "$best" "${res[rst,rs,$size]}") |"
 done
