@@ -26,6 +26,28 @@
 
 #define SDP_SOMAXCONN 4096
 
+/*
+ * A full accept queue holds new requests unanswered rather than refusing
+ * them.  Linux drops the SYN of a client that finds the queue full, and the
+ * client retries (1 s, 3 s, ...): a burst of connects larger than the
+ * backlog (wrk -c 1000 against nginx's 511) only slows down.  A refusal
+ * instead reaches a non-blocking connect as ECONNREFUSED once the
+ * descriptor is already in the application's epoll set, where nothing can
+ * fall back to TCP any more; wrk counted thousands of such errors.  So the
+ * request waits here, and is answered as soon as accept() makes room: the
+ * client's connect completes then, without TCP's retry delay.  Past
+ * SDP_LISTEN_PEND_MAX waiting requests (TCP's SYN queue has a bound too)
+ * they are refused.
+ */
+#define SDP_LISTEN_PEND_MAX SDP_SOMAXCONN
+
+struct sdp_listen_pend {
+	struct sdp_listen_pend *next;
+	struct sdp_conn_req *req;
+	uint32_t len;
+	uint8_t priv[SDP_CM_PRIV_MAX];
+};
+
 static void futex_wake_all(atomic_uint *w)
 {
 	syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
@@ -179,18 +201,20 @@ static int passive_open(struct sdp_listen *l, struct sdp_conn_req *req,
 	return 0;
 }
 
-static void handle_one(struct sdp_listen *l, struct sdp_conn_req *req,
-		       const uint8_t *priv, uint32_t len)
+static int queue_full_locked(const struct sdp_listen *l)
+{
+	return l->count >= (uint32_t)l->backlog;
+}
+
+/* Answer a request and queue the connection for accept(); 1 if queued. */
+static int open_and_queue_locked(struct sdp_listen *l,
+				 struct sdp_conn_req *req,
+				 const uint8_t *priv, uint32_t len)
 {
 	struct sdp_conn *c;
 
-	if (l->count >= (uint32_t)l->backlog || l->closed) {
-		sdp_tp_default()->reject(req);	/* full: the client may retry */
-		l->refused++;
-		return;
-	}
 	if (passive_open(l, req, priv, len, &c) < 0)
-		return;
+		return 0;
 	c->acc_next = NULL;
 	if (l->tail)
 		l->tail->acc_next = c;
@@ -198,6 +222,81 @@ static void handle_one(struct sdp_listen *l, struct sdp_conn_req *req,
 		l->head = c;
 	l->tail = c;
 	l->count++;
+	return 1;
+}
+
+/* Room in the queue: answer the requests that waited for it, oldest
+ * first.  Returns how many connections were queued. */
+static int pend_drain_locked(struct sdp_listen *l)
+{
+	int n = 0;
+
+	while (l->pend_head && !queue_full_locked(l) && !l->closed) {
+		struct sdp_listen_pend *p = l->pend_head;
+
+		l->pend_head = p->next;
+		if (!l->pend_head)
+			l->pend_tail = NULL;
+		l->npend--;
+		n += open_and_queue_locked(l, p->req, p->priv, p->len);
+		free(p);
+	}
+	return n;
+}
+
+/* The queue is full: keep the request unanswered (see the top). */
+static void pend_add_locked(struct sdp_listen *l, struct sdp_conn_req *req,
+			    const uint8_t *priv, uint32_t len)
+{
+	struct sdp_listen_pend *p = NULL;
+
+	if (l->npend < SDP_LISTEN_PEND_MAX && len <= sizeof(p->priv))
+		p = malloc(sizeof(*p));
+	if (!p) {
+		sdp_tp_default()->reject(req);	/* the client may retry */
+		l->refused++;
+		return;
+	}
+	p->next = NULL;
+	p->req = req;
+	p->len = len;
+	memcpy(p->priv, priv, len);
+	if (l->pend_tail)
+		l->pend_tail->next = p;
+	else
+		l->pend_head = p;
+	l->pend_tail = p;
+	l->npend++;
+}
+
+/* Closing: refuse every request still waiting. */
+static void pend_reject_locked(struct sdp_listen *l)
+{
+	while (l->pend_head) {
+		struct sdp_listen_pend *p = l->pend_head;
+
+		l->pend_head = p->next;
+		sdp_tp_default()->reject(p->req);
+		l->refused++;
+		free(p);
+	}
+	l->pend_tail = NULL;
+	l->npend = 0;
+}
+
+static void handle_one(struct sdp_listen *l, struct sdp_conn_req *req,
+		       const uint8_t *priv, uint32_t len)
+{
+	if (l->closed) {
+		sdp_tp_default()->reject(req);
+		l->refused++;
+		return;
+	}
+	pend_drain_locked(l);
+	if (queue_full_locked(l) || l->pend_head)
+		pend_add_locked(l, req, priv, len);
+	else
+		open_and_queue_locked(l, req, priv, len);
 }
 
 int sdp_listen_service(struct sdp_listen *l)
@@ -278,6 +377,9 @@ void sdp_listen_after_fork_child(struct sdp_listen *l)
 	l->head = l->tail = NULL;
 	l->count = 0;
 	l->accept_waiters = 0;
+	/* The parent answers its waiting requests; the child forgets them. */
+	l->pend_head = l->pend_tail = NULL;
+	l->npend = 0;
 }
 
 /* Shared listener, lock held: one connection from the kernel queue. */
@@ -319,6 +421,8 @@ int sdp_listen_accept(struct sdp_listen *l, int nonblock, int timeout_ms,
 			pthread_mutex_unlock(&l->lock);
 			return -EINVAL;
 		}
+		if (!l->head)
+			pend_drain_locked(l);	/* the backlog grew: listen() */
 		if (l->head) {
 			struct sdp_conn *c = l->head;
 
@@ -327,6 +431,11 @@ int sdp_listen_accept(struct sdp_listen *l, int nonblock, int timeout_ms,
 				l->tail = NULL;
 			l->count--;
 			l->accepted++;
+			if (pend_drain_locked(l) && l->accept_waiters) {
+				/* Another thread may take the next one. */
+				atomic_fetch_add(&l->seq, 1);
+				futex_wake_all(&l->seq);
+			}
 			update_ready_locked(l);
 			pthread_mutex_unlock(&l->lock);
 			*out = c;
@@ -381,6 +490,7 @@ void sdp_listen_close(struct sdp_listen *l)
 	c = l->head;
 	l->head = l->tail = NULL;
 	l->count = 0;
+	pend_reject_locked(l);
 	atomic_fetch_add(&l->seq, 1);
 	futex_wake_all(&l->seq);
 	/* Free the port now; closing the fd also drops it from epoll. */

@@ -31,6 +31,9 @@ struct sdp_listen {
 	int backlog;
 	struct sdp_conn *head, *tail;	/* established, not yet accepted */
 	uint32_t count;
+	/* Requests that found the queue full, not yet answered (listener.c) */
+	struct sdp_listen_pend *pend_head, *pend_tail;
+	uint32_t npend;
 	struct sdp_ready *ready;	/* NULL once the socket is closed */
 	int tcp_fd;			/* "both": kernel TCP listener, or -1 */
 	int accept_waiters;		/* threads blocked in accept */

@@ -39,7 +39,10 @@
 #define SHM_RECV_LKEY	0x80000000u	/* never a valid rkey (bit 31) */
 #define SHM_WAIT_SLICE_MS 100
 #define SHM_PENDING_TMO_MS 5000		/* half-open connection lifetime */
-#define SHM_MAX_PENDING	256
+/* Accepted, Hello not read yet.  A burst of connects (wrk -c 1000) is
+ * taken whole: past this bound new ones are closed, which the client sees
+ * as a refusal.  SOMAXCONN's default, as the engine's backlog bound. */
+#define SHM_MAX_PENDING	4096
 #define SHM_HELLO_WAIT_MS 1000		/* shared listener: Hello in flight */
 
 /* ---- shared segment layout (all multi-writer words atomic) --------------- */

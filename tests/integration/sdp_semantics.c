@@ -144,6 +144,7 @@ static const struct {
 	{ "oob_inline", t_oob_inline },
 	{ "ipv6_loopback", t_ipv6 },
 	{ "listen_backlog_pending_connects", t_backlog },
+	{ "connect_burst_past_backlog", t_connect_burst },
 	{ "accept4_nonblock_cloexec", t_accept4 },
 	{ "shutdown_rd", t_shutdown_rd },
 	{ "shutdown_rdwr", t_shutdown_rdwr },

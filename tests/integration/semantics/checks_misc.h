@@ -155,6 +155,76 @@ static int t_backlog(void)
 	return 0;
 }
 
+/*
+ * More clients than the backlog, all at once, before anyone accepts: every
+ * connect must complete once the server accepts, none may be refused.  Over
+ * 256 of them (the shm transport used to close half-open connections past
+ * 256), against a backlog of 4.  Linux TCP drops the SYNs past the backlog
+ * and its clients retry after 1, 3, 7... seconds: not run on kernel TCP,
+ * only on SDP (its own family, or TCP switched by the preloaded library).
+ */
+static int t_connect_burst(void)
+{
+	enum { N = 300 };
+	const char *pre = getenv("LD_PRELOAD");
+	if ((g_domain == AF_INET || g_domain == AF_INET6) && !(pre && strstr(pre, "libsdp")))
+		SKIP("kernel TCP drops SYNs past the backlog; its retries take seconds");
+	struct rlimit rl;
+	SYS(getrlimit(RLIMIT_NOFILE, &rl));
+	if (rl.rlim_cur < 16 * N) {
+		rl.rlim_cur = rl.rlim_max < 16 * N ? rl.rlim_max : 16 * N;
+		SYS(setrlimit(RLIMIT_NOFILE, &rl));
+		if (rl.rlim_cur < 16 * N)
+			SKIP("RLIMIT_NOFILE hard limit %lu is below %d", (unsigned long)rl.rlim_max, 16 * N);
+	}
+	uint16_t port;
+	int l = t_listen(g_domain, g_af, &port, 4);
+	if (l < 0)
+		return -1;
+	static int cl[N], sv[N];
+	sockaddr_any sa;
+	socklen_t len = make_loopback(&sa, g_af, port);
+	for (int i = 0; i < N; i++) {
+		NEWSOCK(cl[i]);
+		set_nonblock(cl[i], 1);
+		int rc = connect(cl[i], &sa.sa, len);
+		CHECK(rc == 0 || errno == EINPROGRESS, "connect #%d: %s", i, strerror(errno));
+	}
+	for (int i = 0; i < N; i++) {
+		sv[i] = accept(l, NULL, NULL);
+		CHECK(sv[i] >= 0, "accept #%d: %s", i, strerror(errno));
+	}
+	for (int i = 0; i < N; i++) {
+		int ev = wait_ev(cl[i], POLLOUT, 5000);
+		CHECK(ev & POLLOUT, "client %d: connect did not complete (revents 0x%x)", i, ev);
+		int err = -1;
+		socklen_t el = sizeof err;
+		SYS(getsockopt(cl[i], SOL_SOCKET, SO_ERROR, &err, &el));
+		CHECK(err == 0, "client %d of %d: SO_ERROR %s", i, N, strerror(err));
+		set_nonblock(cl[i], 0);
+		uint16_t m = (uint16_t)i;
+		WRITEN(cl[i], &m, sizeof m);
+	}
+	/* Each accepted socket got one client's number, each number once. */
+	static unsigned char seen[N];
+	for (int i = 0; i < N; i++) {
+		uint16_t m;
+		READN(sv[i], &m, sizeof m);
+		CHECK(m < N && !seen[m], "server %d: got client number %u twice or out of range", i, m);
+		seen[m] = 1;
+		WRITEN(sv[i], &m, sizeof m);
+	}
+	for (int i = 0; i < N; i++) {
+		uint16_t m;
+		READN(cl[i], &m, sizeof m);
+		CHECK(m == (uint16_t)i, "client %d: echo %u", i, m);
+		close(cl[i]);
+		close(sv[i]);
+	}
+	close(l);
+	return 0;
+}
+
 static int t_accept4(void)
 {
 	uint16_t port;
