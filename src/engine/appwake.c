@@ -22,12 +22,11 @@ static const struct sdp_transport_ops *appwake_ops(const struct sdp_conn *c)
 	return tp->app_arm && tp->share_app_fd ? tp : NULL;
 }
 
-_Atomic int sdp_appwake_sleepers;
 __thread uint64_t sdp_appwake_sleep_id;
 
 int sdp_appwake_user_locked(const struct sdp_conn *c)
 {
-	return c->ready_user && !atomic_load(&sdp_appwake_sleepers);
+	return c->ready_user && !c->ep_sleepers;
 }
 
 int sdp_appwake_disarm_locked(struct sdp_conn *c)

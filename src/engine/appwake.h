@@ -19,11 +19,6 @@ struct sdp_conn;
 #include <stdatomic.h>
 #include <stdint.h>
 
-/* Application threads sleeping in the kernel in an interposed poll/epoll
- * (socket/epfast.c).  While nonzero, user-space-readiness connections
- * mirror "readable" into the kernel and arm loudly, as the others do. */
-extern _Atomic int sdp_appwake_sleepers;
-
 /* Set by socket/epfast.c around the arms it makes before sleeping: which
  * wait they are for (transport.h app_sleep_id), else 0. */
 extern __thread uint64_t sdp_appwake_sleep_id;

@@ -555,7 +555,7 @@ static unsigned ready_kernel_mask(const struct sdp_conn *c, unsigned m)
 	/* An application thread sleeps in the kernel: mirror, except data
 	 * whose edge an EPOLLET registration (the only observer) has had:
 	 * a byte now would be a second edge for the same arrival. */
-	if (atomic_load(&sdp_appwake_sleepers) &&
+	if (c->ep_sleepers &&
 	    !(c->ep_et && c->rx_end == c->ep_seen_end))
 		return m;
 	return m & ~(unsigned)(SDP_READY_IN | SDP_READY_PULSE);

@@ -246,12 +246,19 @@ struct sdp_conn {
 	/* User-space readiness (socket/epfast.c): the application's epoll
 	 * set is checked by the library before the kernel's, so "readable"
 	 * is not mirrored into the kernel unless an application thread
-	 * sleeps in the kernel (sdp_appwake_sleepers). */
+	 * sleeps in the kernel on its set (ep_sleepers). */
 	unsigned ready_user:1;
 	unsigned ready_user_off:1;	/* demoted for good (fork, nesting) */
 	unsigned app_quiet:1;		/* armed with SDP_APP_ARM_QUIET */
 	unsigned ep_et:1;		/* its registration is EPOLLET */
 	uint64_t ep_seen_end;		/* rx_end at the last EPOLLET report */
+	/* Threads asleep in the kernel's epoll_wait on the (one) set this
+	 * connection is registered in: while nonzero, "readable" is
+	 * mirrored and arms are loud.  Per connection, not per process: a
+	 * multi-threaded event loop (wrk: a set per thread) would otherwise
+	 * have every thread's connections armed loudly whenever one thread
+	 * sleeps, and pay a byte and its drain per message. */
+	int ep_sleepers;
 	struct sdp_conn *next, *prev;	/* progress registry list */
 	struct sdp_conn *timer_next;	/* progress timer list */
 	unsigned in_timer:1;

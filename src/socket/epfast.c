@@ -11,10 +11,12 @@
  * "user-space readiness" (conn->ready_user): while the application runs,
  * "readable" is not mirrored into the kernel at all, and the peer's
  * solicited sends cost no syscall (the quiet arm, SDP_APP_ARM_QUIET).
- * Only when epoll_wait is about to sleep does it count itself in
- * sdp_appwake_sleepers and bring the set's connections back to the kernel
- * mirror (the loud arm: the peer's next message writes the readiness byte
- * that wakes the kernel's epoll), and undoes that when it wakes.
+ * Only when epoll_wait is about to sleep does it count itself in each of
+ * the set's connections (conn->ep_sleepers) and bring them back to the
+ * kernel mirror (the loud arm: the peer's next message writes the
+ * readiness byte that wakes the kernel's epoll), and undoes that when it
+ * wakes.  Every eligible connection of the set is looked at, however
+ * many: a connection left out would cost the peer a byte per message.
  *
  * Exactness.  Events found in user space are reported with the
  * registration's data; the kernel's own events (TCP descriptors, listeners,
@@ -35,7 +37,8 @@
  *
  * Not async-signal-safe, as epoll_wait itself may not be assumed to be:
  * it takes mutexes.  epoll_ctl allocates (it is not async-signal-safe in
- * practice either for an interposer); epoll_wait does not.
+ * practice either for an interposer); epoll_wait only grows its thread's
+ * snapshot array when the set has grown past it.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -59,7 +62,6 @@
 #include "transport/transport.h"
 
 #define EP_MAX_FD 65536		/* epoll descriptors tracked (by number) */
-#define EP_BATCH 256		/* connections looked at per epoll_wait */
 
 struct ep_ent {
 	struct sdp_sock *s;	/* a reference */
@@ -347,19 +349,55 @@ struct snap {
 	epoll_data_t data;
 };
 
-/* Take the set's eligible connections (references), promoting them. */
-static int snapshot(int ep, struct snap *out)
+/* This thread's snapshot array, grown to the largest set it waited on;
+ * freed when the thread exits. */
+static __thread struct snap *snap_buf;
+static __thread int snap_cap;
+static pthread_key_t snap_key;
+static pthread_once_t snap_key_once = PTHREAD_ONCE_INIT;
+
+static void snap_key_make(void)
+{
+	pthread_key_create(&snap_key, free);
+}
+
+/* Room for n entries (0 if none could be had: the caller then waits in
+ * the kernel alone, as for a set with no SDP connection). */
+static int snap_room_locked(int n)
+{
+	struct snap *b;
+	int cap;
+
+	if (n <= snap_cap)
+		return 1;
+	cap = snap_cap ? snap_cap : 64;
+	while (cap < n)
+		cap *= 2;
+	b = realloc(snap_buf, (size_t)cap * sizeof(*b));
+	if (!b)
+		return 0;
+	pthread_once(&snap_key_once, snap_key_make);
+	pthread_setspecific(snap_key, b);
+	snap_buf = b;
+	snap_cap = cap;
+	return 1;
+}
+
+/* Take the set's eligible connections (references) into snap_buf. */
+static int snapshot(int ep)
 {
 	struct ep_set *set;
+	struct snap *out;
 	int n = 0;
 
 	pthread_mutex_lock(&ep_lock);
 	set = sets[ep];
-	if (!set || set->off) {
+	if (!set || set->off || !snap_room_locked(set->n)) {
 		pthread_mutex_unlock(&ep_lock);
 		return 0;
 	}
-	for (int i = 0; i < set->n && n < EP_BATCH; i++) {
+	out = snap_buf;
+	for (int i = 0; i < set->n; i++) {
 		struct ep_ent *e = &set->e[i];
 		struct sdp_conn *c;
 
@@ -422,11 +460,12 @@ static int conn_check(struct snap *sn)
 	return due;
 }
 
-/* Sleeping (or back from it): the connections' kernel mirror follows
- * sdp_appwake_sleepers, which the caller has just changed. */
-static void conn_resync(struct sdp_conn *c)
+/* Going to sleep in the kernel (+1) or back from it (-1): the
+ * connection's kernel mirror follows its count of sleepers. */
+static void conn_resync(struct sdp_conn *c, int sleeping)
 {
 	pthread_mutex_lock(&c->lock);
+	c->ep_sleepers += sleeping;
 	if (c->ready_user)
 		sdp_conn_update_ready_locked(c);
 	pthread_mutex_unlock(&c->lock);
@@ -541,7 +580,7 @@ static _Atomic uint32_t ep_waits;
 static int fast_wait(int ep, struct epoll_event *ev, int max, int tmo,
 		     const struct timespec *ts, const sigset_t *mask, int kind)
 {
-	struct snap sn[EP_BATCH];
+	struct snap *sn;
 	int n, k = 0, r, saved;
 
 	ep_init();
@@ -549,7 +588,8 @@ static int fast_wait(int ep, struct epoll_event *ev, int max, int tmo,
 	    !atomic_load_explicit((_Atomic(struct ep_set *) *)&sets[ep],
 				  memory_order_relaxed))
 		return kernel_wait(ep, ev, max, tmo, ts, mask, kind);
-	n = snapshot(ep, sn);
+	n = snapshot(ep);
+	sn = snap_buf;
 	if (!n)
 		return kernel_wait(ep, ev, max, tmo, ts, mask, kind);
 	/* Leave room for the kernel's events, so that they are not starved
@@ -583,15 +623,13 @@ static int fast_wait(int ep, struct epoll_event *ev, int max, int tmo,
 	/* About to sleep: back to the kernel mirror, loud arms.  A message
 	 * that came since conn_check() is mirrored now (a byte), so the
 	 * kernel returns at once. */
-	atomic_fetch_add(&sdp_appwake_sleepers, 1);
 	sdp_appwake_sleep_id = ((uint64_t)ep_pid << 32) |
 			       (uint32_t)atomic_fetch_add(&ep_waits, 1);
 	for (int i = 0; i < n; i++)
-		conn_resync(sn[i].c);
+		conn_resync(sn[i].c, 1);
 	sdp_appwake_sleep_id = 0;
 	r = kernel_wait(ep, ev, max, tmo, ts, mask, kind);
 	saved = errno;
-	atomic_fetch_sub(&sdp_appwake_sleepers, 1);
 	for (int i = 0; i < n; i++) {
 		for (int j = 0; j < r; j++) {
 			if (ev[j].data.u64 == sn[i].data.u64) {
@@ -599,7 +637,7 @@ static int fast_wait(int ep, struct epoll_event *ev, int max, int tmo,
 				break;
 			}
 		}
-		conn_resync(sn[i].c);
+		conn_resync(sn[i].c, -1);
 	}
 	errno = saved;
 out:

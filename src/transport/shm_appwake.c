@@ -86,12 +86,19 @@ int sdp__shm_app_arm(struct sdp_qp *sq, int on)
 
 	if (on) {
 		struct shm_qp *qp = SHM_QP(sq);
+		uint32_t want = on == SDP_APP_ARM_QUIET ? APP_QUIET : APP_ARMED;
 
 		/* seq_cst store, then look at the ring: against the peer's
 		 * publish-then-check, one of us sees the other (Dekker).  A
-		 * message already there was announced to nobody: say so. */
-		atomic_store(&c->app_armed,
-			     on == SDP_APP_ARM_QUIET ? APP_QUIET : APP_ARMED);
+		 * message already there was announced to nobody: say so.
+		 * Already quiet (an event loop looking again): no store, as
+		 * the word's cache line is the peer's to read on every send;
+		 * a message this look misses is the next look's, or the loud
+		 * arm's before any sleep. */
+		if (want != APP_QUIET ||
+		    atomic_load_explicit(&c->app_armed,
+					 memory_order_relaxed) != APP_QUIET)
+			atomic_store(&c->app_armed, want);
 		return qp->rq_done != qp->rq_prod && !qp->rx_bad &&
 		       atomic_load(&c->cq_prod) != qp->rq_done;
 	}
