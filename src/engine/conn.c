@@ -566,6 +566,10 @@ void sdp_conn_update_ready_locked(struct sdp_conn *c)
 	unsigned m;
 	int round, unannounced = 0;
 
+	/* Whatever changed, epoll_wait must look again (socket/epfast.c). */
+	if (atomic_load_explicit(&c->ep_idle, memory_order_relaxed))
+		atomic_store_explicit(&c->ep_idle, 0, memory_order_release);
+
 	if (!c->ready)
 		return;
 	for (round = 0;; round++) {

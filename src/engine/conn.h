@@ -259,6 +259,12 @@ struct sdp_conn {
 	 * have every thread's connections armed loudly whenever one thread
 	 * sleeps, and pay a byte and its drain per message. */
 	int ep_sleepers;
+	/* Read by epoll_wait without the lock: the connection had nothing
+	 * to report when the peer's arrival counter (*ep_arrivals) read
+	 * (uint32_t)ep_idle; bit 32 set.  0: look under the lock.  Cleared
+	 * by every readiness update (sdp_conn_update_ready_locked). */
+	_Atomic uint64_t ep_idle;
+	const _Atomic uint32_t *_Atomic ep_arrivals;
 	struct sdp_conn *next, *prev;	/* progress registry list */
 	struct sdp_conn *timer_next;	/* progress timer list */
 	unsigned in_timer:1;

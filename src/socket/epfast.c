@@ -165,6 +165,17 @@ static void sock_demote(struct sdp_sock *s)
 	}
 }
 
+/* The registration changed: the next epoll_wait looks under the lock. */
+static void sock_relook(struct sdp_sock *s)
+{
+	struct sdp_conn *c = sock_conn(s);
+
+	if (c) {
+		atomic_store(&c->ep_idle, 0);
+		sdp_conn_put(c);
+	}
+}
+
 #define DEMOTE_BATCH 256
 
 /* A set the kernel's own waiters watch from now on (nested, polled,
@@ -254,7 +265,7 @@ void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev)
 {
 	struct sdp_sock *s;
 	struct ep_set *set;
-	int i, demote = 0;
+	int i, demote = 0, relook = 0;
 
 	ep_init();
 	if (ep_disabled || ep < 0 || ep >= EP_MAX_FD || fd < 0)
@@ -301,6 +312,9 @@ void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev)
 		break;
 	case EPOLL_CTL_MOD:
 		if (set && (i = ent_find(set, ep, fd, s)) >= 0) {
+			/* EPOLLIN or EPOLLET changed: what is due changed. */
+			relook = !!((set->e[i].events ^ ev->events) &
+				    (EPOLLIN | EPOLLET));
 			set->e[i].events = ev->events;
 			set->e[i].data = ev->data;
 			demote = !!(ev->events & (EPOLLONESHOT | EPOLLEXCLUSIVE));
@@ -314,6 +328,8 @@ void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev)
 	pthread_mutex_unlock(&ep_lock);
 	if (demote)
 		sock_demote(s);
+	else if (relook)
+		sock_relook(s);
 	sdp_sock_put(s);
 }
 
@@ -429,12 +445,33 @@ static int promotable_locked(const struct sdp_conn *c)
 	return tp->app_arm && tp->share_app_fd;
 }
 
+/* Nothing new since the connection was last found with nothing to
+ * report: the peer's arrival counter has not moved and no readiness
+ * update came in between (conn.h ep_idle).  Lock-free, so that a loop with
+ * many quiet connections pays a load or two per connection per look, not a
+ * lock and the transport's ring.  A message this misses (published just
+ * now, the peer seeing the quiet arm) is the next look's, or the loud
+ * arm's before any sleep. */
+static int conn_idle(struct sdp_conn *c)
+{
+	const _Atomic uint32_t *arr =
+		atomic_load_explicit(&c->ep_arrivals, memory_order_acquire);
+	uint64_t idle = atomic_load_explicit(&c->ep_idle, memory_order_acquire);
+
+	return idle && arr &&
+	       (uint32_t)idle == atomic_load_explicit(arr, memory_order_acquire);
+}
+
 /* Look at one connection in user space; 1 if an event is due. */
 static int conn_check(struct snap *sn)
 {
 	struct sdp_conn *c = sn->c;
+	const _Atomic uint32_t *arr;
+	uint32_t arrivals;
 	int due = 0;
 
+	if (conn_idle(c))
+		return 0;
 	pthread_mutex_lock(&c->lock);
 	if (!c->ready_user) {
 		if (!promotable_locked(c)) {
@@ -445,6 +482,13 @@ static int conn_check(struct snap *sn)
 		/* Take "readable" out of the kernel (a drain, once). */
 		sdp_conn_update_ready_locked(c);
 	}
+	arr = atomic_load_explicit(&c->ep_arrivals, memory_order_relaxed);
+	if (!arr && SDP_TP(c->qp)->app_arrivals) {
+		arr = SDP_TP(c->qp)->app_arrivals(c->qp);
+		atomic_store_explicit(&c->ep_arrivals, arr, memory_order_release);
+	}
+	/* Read before looking: a message after this moves the counter. */
+	arrivals = arr ? atomic_load(arr) : 0;
 	c->ep_et = !!(sn->events & EPOLLET);
 	/* Quietly armed and nothing waiting in the ring: nothing new since
 	 * the connection was last looked at, no lock-step progress needed. */
@@ -456,6 +500,12 @@ static int conn_check(struct snap *sn)
 		c->ep_seen_end = c->rx_end;
 		due = 1;
 	}
+	/* Level-triggered: nothing unread.  Edge-triggered: no arrival
+	 * since the last report.  Either way only a message or a readiness
+	 * update can change that. */
+	if (!due && c->ready_user && arr)
+		atomic_store_explicit(&c->ep_idle, (1ull << 32) | arrivals,
+				      memory_order_release);
 	pthread_mutex_unlock(&c->lock);
 	return due;
 }

@@ -302,6 +302,7 @@ int sdp__shm_req_notify(struct sdp_qp *qp);
 void sdp__shm_ack_events(struct sdp_qp *qp);
 int sdp__shm_share_app_fd(struct sdp_qp *qp, int fd);
 int sdp__shm_app_arm(struct sdp_qp *qp, int on);
+const _Atomic uint32_t *sdp__shm_app_arrivals(struct sdp_qp *qp);
 void sdp__shm_app_sleep_id(struct sdp_qp *qp, uint64_t id);
 void sdp__shm_drop_peer_app_fd(struct sdp_qp *qp);
 uint64_t sdp__shm_now_ms(void);

@@ -113,6 +113,12 @@ int sdp__shm_app_arm(struct sdp_qp *sq, int on)
 	}
 }
 
+/* The peer's count of receives it consumed: one per message it sent. */
+const _Atomic uint32_t *sdp__shm_app_arrivals(struct sdp_qp *sq)
+{
+	return &SHM_QP(sq)->me.ctrl->cq_prod;
+}
+
 void sdp__shm_app_sleep_id(struct sdp_qp *sq, uint64_t id)
 {
 	atomic_store(&SHM_QP(sq)->me.ctrl->app_sleep_id, id);

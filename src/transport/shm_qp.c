@@ -581,6 +581,7 @@ const struct sdp_transport_ops sdp__shm_ops = {
 	.ack_events = sdp__shm_ack_events,
 	.share_app_fd = sdp__shm_share_app_fd,
 	.app_arm = sdp__shm_app_arm,
+	.app_arrivals = sdp__shm_app_arrivals,
 	.app_sleep_id = sdp__shm_app_sleep_id,
 	.drop_peer_app_fd = sdp__shm_drop_peer_app_fd,
 };

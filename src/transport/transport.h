@@ -33,6 +33,7 @@
 #ifndef SDP_TRANSPORT_H
 #define SDP_TRANSPORT_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -284,6 +285,11 @@ struct sdp_transport_ops {
 	 * connection of its set before it sleeps again. */
 	void (*app_sleep_id)(struct sdp_qp *qp, uint64_t id);
 	void (*drop_peer_app_fd)(struct sdp_qp *qp);
+	/* Optional: a counter the peer moves with every message it sends,
+	 * readable without the connection's lock for as long as the QP
+	 * exists.  An event loop skips a connection whose counter has not
+	 * moved since it found nothing there (socket/epfast.c). */
+	const _Atomic uint32_t *(*app_arrivals)(struct sdp_qp *qp);
 };
 
 #define SDP_APP_ARM_QUIET 2
