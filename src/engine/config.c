@@ -32,6 +32,7 @@ struct sdp_config sdp_cfg = {
 	.appwake = 1,
 	.transport = "shm",
 	.log_level = 0,
+	.nofile = 65536,
 };
 
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
@@ -75,6 +76,7 @@ static void config_load(void)
 	env_u32("SDP_ZCOPY_SPLIT", &sdp_cfg.zcopy_split, 0, 1u << 30);
 	env_u32("SDP_ZCOPY_WRITE", &sdp_cfg.zcopy_write, 0, 1);
 	env_u32("SDP_APPWAKE", &sdp_cfg.appwake, 0, 1);
+	env_u32("SDP_NOFILE", &sdp_cfg.nofile, 0, 1u << 30);
 	env_u32("SDP_LOG", &lvl, 0, 3);
 	sdp_cfg.log_level = (int)lvl;
 	t = getenv("SDP_TRANSPORT");

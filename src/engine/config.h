@@ -32,6 +32,8 @@ struct sdp_config {
 				 * epoll-driven application directly */
 	const char *transport;	/* SDP_TRANSPORT: "shm" (default) or "loop" */
 	int log_level;		/* SDP_LOG: 0 silent .. 3 debug */
+	uint32_t nofile;	/* SDP_NOFILE: raise RLIMIT_NOFILE's soft limit
+				 * to this (0 = leave it), socket/fdlimit.c */
 };
 
 extern struct sdp_config sdp_cfg;

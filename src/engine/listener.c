@@ -477,6 +477,24 @@ int sdp_listen_accept(struct sdp_listen *l, int nonblock, int timeout_ms,
 	}
 }
 
+void sdp_listen_requeue(struct sdp_listen *l, struct sdp_conn *c)
+{
+	pthread_mutex_lock(&l->lock);
+	if (l->closed) {
+		pthread_mutex_unlock(&l->lock);
+		sdp_conn_close(c, 1);
+		return;
+	}
+	c->acc_next = l->head;
+	l->head = c;
+	if (!l->tail)
+		l->tail = c;
+	l->count++;
+	l->accepted--;
+	update_ready_locked(l);
+	pthread_mutex_unlock(&l->lock);
+}
+
 void sdp_listen_close(struct sdp_listen *l)
 {
 	struct sdp_conn *c, *next;

@@ -53,6 +53,9 @@ void sdp_listen_set_backlog(struct sdp_listen *l, int backlog);
  * then means "wait on the application's descriptor". */
 int sdp_listen_accept(struct sdp_listen *l, int nonblock, int timeout_ms,
 		      struct sdp_conn **out);
+/* accept() could not take `c` (no descriptor for it): back to the head of
+ * the queue (reset if the listener closed meanwhile). */
+void sdp_listen_requeue(struct sdp_listen *l, struct sdp_conn *c);
 /* Socket closed: refuse further requests, reset queued connections. */
 void sdp_listen_close(struct sdp_listen *l);
 void sdp_listen_get(struct sdp_listen *l);

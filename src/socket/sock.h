@@ -109,6 +109,8 @@ int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
 /* Descriptor table (fdtable.c).  get() returns a referenced socket or NULL
  * (cheap for descriptors that are not SDP). */
 void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev);
+/* fdlimit.c: at load, raise RLIMIT_NOFILE's soft limit to SDP_NOFILE. */
+void sdp_fdlimit_raise(void);
 
 struct sdp_sock *sdp_fd_get(int fd);
 int sdp_fd_set(int fd, struct sdp_sock *s);

@@ -391,15 +391,20 @@ static int do_accept(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 		goto out;
 	}
 	r = accept_any(s, fd, l, flags, &c, sa, len);
-	sdp_listen_put(l);
-	if (r != 0)
+	if (r != 0) {
+		sdp_listen_put(l);
 		goto out;	/* error, or a kernel TCP connection (r = fd) */
+	}
 	ns = sdp_sock_new(s->domain, flags, &err);
 	if (!ns) {
-		sdp_conn_close(c, 1);
+		/* EMFILE and the like: as TCP, the connection stays queued
+		 * for a later accept(). */
+		sdp_listen_requeue(l, c);
+		sdp_listen_put(l);
 		r = err;
 		goto out;
 	}
+	sdp_listen_put(l);
 	/* Options set on the listener are inherited, as with TCP. */
 	ns->nodelay = s->nodelay;
 	ns->oobinline = s->oobinline;

@@ -47,6 +47,7 @@ static void switch_init(void)
 	const char *e = getenv("SDP_SWITCH");
 
 	sdp_config_init();
+	sdp_fdlimit_raise();
 	sdp_policy_program_name(SW.program, sizeof(SW.program));
 	SW.enabled = !(e && (!strcmp(e, "0") || !strcmp(e, "off")));
 	if (SW.enabled)
@@ -448,6 +449,13 @@ static int refused(int r)
 	       r == -EADDRNOTAVAIL || r == -ENOENT;
 }
 
+/* This process has no room for an SDP connection's descriptors or memory
+ * (socket/fdlimit.c); the TCP socket it already holds still works. */
+static int out_of_resources(int r)
+{
+	return r == -EMFILE || r == -ENFILE || r == -ENOMEM;
+}
+
 /*
  * connect() on a switched socket.  Returns 1 when the caller should run the
  * ordinary SDP connect, 0/-errno when the switch handled it (TCP).
@@ -482,10 +490,12 @@ int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
 	char why[96];
 	int r;
 
-	if (!s->switched || s->shadow < 0 || !refused(sdp_err))
+	if (!s->switched || s->shadow < 0 ||
+	    !(refused(sdp_err) || out_of_resources(sdp_err)))
 		return sdp_err;
-	snprintf(why, sizeof(why), "no SDP listener at the peer (%s)",
-		 strerror(-sdp_err));
+	snprintf(why, sizeof(why), refused(sdp_err) ?
+		 "no SDP listener at the peer (%s)" :
+		 "no resources for SDP here (%s)", strerror(-sdp_err));
 	pthread_mutex_lock(&s->lock);
 	r = become_tcp(s, fd, why);
 	pthread_mutex_unlock(&s->lock);

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # Debian's python3 under sdp_run: asyncio streams (server and client moving
 # 16 MiB, sha256 echoed back), http.server with urllib fetching an 8 MiB
-# file (sha256), then fallback both ways.
+# file (sha256), then fallback both ways; 150 connections under a soft
+# descriptor limit of 256.
 # Evidence: getsockopt(IPPROTO_TCP, SDP_CONN_TRANSPORT=90) from Python on
 # each socket (1 = shm; ENOPROTOOPT = kernel TCP), and SDP_LOG=3 for
 # http.server.
@@ -158,4 +159,40 @@ http_case() { # SRVWRAP CLIWRAP TAG
 http_case sdp sdp sdp
 http_case plain sdp fallback-client
 http_case sdp plain fallback-server
+
+# ---- many connections under a low soft RLIMIT_NOFILE ---------------------------
+# An SDP connection costs its process about 7 descriptors where TCP costs
+# one; libsdp raises the soft limit at load (socket/fdlimit.c), so 150
+# connection pairs in one process fit under `ulimit -S -n 256` as with TCP.
+cat >"$TMP/many.py" <<'EOF'
+import hashlib, resource, socket, sys
+sys.path.insert(0, sys.argv[1])
+from common import transport
+N = 150
+l = socket.socket()
+l.bind(("127.0.0.1", 0))
+l.listen(N)
+pairs = []
+for i in range(N):
+    c = socket.create_connection(l.getsockname())
+    s, _ = l.accept()
+    pairs.append((c, s))
+bad = 0
+for i, (c, s) in enumerate(pairs):
+    msg = hashlib.sha256(b"%d" % i).digest() * 64
+    c.sendall(msg)
+    got = b""
+    while len(got) < len(msg):
+        got += s.recv(len(msg) - len(got))
+    s.sendall(hashlib.sha256(got).digest())
+    bad += c.recv(32) != hashlib.sha256(msg).digest()
+kinds = sorted(set(transport(x) for p in pairs for x in p))
+print("pairs", N, "bad", bad, "transports", ",".join(kinds),
+      "soft", resource.getrlimit(resource.RLIMIT_NOFILE)[0], flush=True)
+EOF
+tmo 60 bash -c 'ulimit -S -n 256 && exec "$@"' _ "$SDP_RUN" $PY "$TMP/many.py" "$TMP" \
+	>"$TMP/many.out" 2>"$TMP/many.err"
+check "many-low-nofile" "150 connection pairs under ulimit -S -n 256, all over shm, data checked ($(cat "$TMP/many.out"))" \
+	file_has "$TMP/many.out" "^pairs 150 bad 0 transports shm "
+[ "$NFAIL" -gt 0 ] && show "$TMP/many.err"
 finish
