@@ -96,6 +96,18 @@ static int t_ipv6(void)
 	return 0;
 }
 
+/* n non-blocking connects to sa, none accepted yet. */
+static int connect_nonblocking(int *cl, int n, const sockaddr_any *sa, socklen_t len)
+{
+	for (int i = 0; i < n; i++) {
+		NEWSOCK(cl[i]);
+		set_nonblock(cl[i], 1);
+		int rc = connect(cl[i], &sa->sa, len);
+		CHECK(rc == 0 || errno == EINPROGRESS, "connect #%d: %s", i, strerror(errno));
+	}
+	return 0;
+}
+
 static int t_backlog(void)
 {
 	enum { N = 5 };
@@ -107,12 +119,8 @@ static int t_backlog(void)
 	uint16_t cport[N];
 	sockaddr_any sa;
 	socklen_t len = make_loopback(&sa, g_af, port);
-	for (int i = 0; i < N; i++) {
-		NEWSOCK(cl[i]);
-		set_nonblock(cl[i], 1);
-		int rc = connect(cl[i], &sa.sa, len);
-		CHECK(rc == 0 || errno == EINPROGRESS, "connect #%d: %s", i, strerror(errno));
-	}
+	if (connect_nonblocking(cl, N, &sa, len) < 0)
+		return -1;
 	for (int i = 0; i < N; i++) {
 		sockaddr_any pa;
 		socklen_t pl = sizeof pa;
@@ -184,12 +192,8 @@ static int t_connect_burst(void)
 	static int cl[N], sv[N];
 	sockaddr_any sa;
 	socklen_t len = make_loopback(&sa, g_af, port);
-	for (int i = 0; i < N; i++) {
-		NEWSOCK(cl[i]);
-		set_nonblock(cl[i], 1);
-		int rc = connect(cl[i], &sa.sa, len);
-		CHECK(rc == 0 || errno == EINPROGRESS, "connect #%d: %s", i, strerror(errno));
-	}
+	if (connect_nonblocking(cl, N, &sa, len) < 0)
+		return -1;
 	for (int i = 0; i < N; i++) {
 		sv[i] = accept(l, NULL, NULL);
 		CHECK(sv[i] >= 0, "accept #%d: %s", i, strerror(errno));
