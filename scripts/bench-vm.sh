@@ -14,6 +14,9 @@
 # Bandwidth for 64 KiB, 256 KiB, 1 MiB messages; ping-pong latency (64 B).
 # Each figure: median of REPEAT runs [min-max]; each run is bounded (a hung
 # run counts as missing: "n/a").  Prints a markdown table.
+# Variables go inside the VM's command (vm-run passes no environment):
+#   scripts/vm-run -t 900 -- env BENCH_ZC_ONLY=1 bash scripts/bench-vm.sh
+# BENCH_TIME (3): seconds per iperf3/perftest run.
 # BENCH_ZC_ONLY=1: only the socat rows and ib_read_bw.
 # BENCH_LAT_ONLY=1: only the ping-pong rows (SDP with and without the verbs
 # wait spin, SDP_VERBS_SPIN_US=0, in the same boot; TCP; ib_send_lat).
