@@ -374,6 +374,9 @@ int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms);
 
 #define SDP_IO_NONBLOCK 0x1
 
+/* About how many bytes a non-blocking send would take now (0: none, or
+ * not established): lets sendfile() read no more of the file than fits. */
+size_t sdp_conn_send_room(struct sdp_conn *c);
 ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 		      int msg_flags, int io_flags, int timeout_ms);
 ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,

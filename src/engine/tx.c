@@ -413,6 +413,24 @@ static size_t tx_bcopy_span(struct sdp_conn *c, const struct iovec *iov,
 	return span;
 }
 
+size_t sdp_conn_send_room(struct sdp_conn *c)
+{
+	size_t room = 0;
+
+	pthread_mutex_lock(&c->lock);
+	sdp_conn_poll_locked(c);
+	if (c->state == SDP_ST_ESTABLISHED && !c->wr_shut && !c->err) {
+		/* What tx_direct() posts (a message per credit, the last
+		 * credit kept), then what the queue takes. */
+		if (c->txq_len == 0 && c->caps.max_inline >= c->peer_rcv_sz &&
+		    c->tx_credits >= SDP_DATA_MIN_CREDITS)
+			room = (size_t)(c->tx_credits - 1) * max_payload(c);
+		room += c->sndbuf > c->txq_len ? c->sndbuf - c->txq_len : 0;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return room;
+}
+
 ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 		      int msg_flags, int io_flags, int timeout_ms)
 {
