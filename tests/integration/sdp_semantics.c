@@ -14,6 +14,7 @@
 #include <regex.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
+#include <sys/sendfile.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <linux/sockios.h>
@@ -128,6 +129,7 @@ static const struct {
 	{ "fionbio", t_fionbio },
 	{ "fcntl_nonblock_cloexec", t_fcntl },
 	{ "readv_writev", t_readv_writev },
+	{ "sendfile_nonblocking_offsets", t_sendfile },
 	{ "sendmsg_recvmsg_iovecs", t_sendmsg_recvmsg },
 	{ "select_pselect_poll_ppoll_mixed_with_tcp", t_multiplex },
 	{ "epoll_oneshot_rearm", t_epoll_oneshot },

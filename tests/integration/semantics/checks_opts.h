@@ -205,6 +205,81 @@ static int t_fcntl(void)
 	return 0;
 }
 
+/*
+ * sendfile() on a non-blocking socket, 3 MiB: with the file position
+ * (offset NULL: it must advance by exactly what was sent, also on partial
+ * sends) and with an explicit offset (the position must not move).  The
+ * receiver drains whenever the sender would block; every byte checked.
+ */
+static int sendfile_drain(int s, const unsigned char *want, size_t *got, size_t total)
+{
+	unsigned char buf[65536];
+	for (;;) {
+		ssize_t n = recv(s, buf, sizeof buf, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		CHECK(n > 0, "recv: %s", n < 0 ? strerror(errno) : "EOF");
+		CHECK(*got + (size_t)n <= total && !memcmp(buf, want + *got, (size_t)n),
+		      "received bytes %zu..%zu differ from the file", *got, *got + (size_t)n);
+		*got += (size_t)n;
+	}
+}
+
+static int t_sendfile(void)
+{
+	enum { LEN = 3 << 20 };
+	static unsigned char data[LEN];
+	char path[] = "/tmp/sdp-sendfile-XXXXXX";
+	prng_t r;
+	prng_seed(&r, 11);
+	prng_fill(&r, data, LEN);
+	int fd = mkstemp(path);
+	CHECK(fd >= 0, "mkstemp: %s", strerror(errno));
+	unlink(path);
+	CHECK(write(fd, data, LEN) == LEN, "writing the file failed");
+	for (int explicit_off = 0; explicit_off < 2; explicit_off++) {
+		int c, s;
+		PAIR(c, s);
+		set_nonblock(c, 1);
+		SYS(lseek(fd, 0, SEEK_SET));
+		off_t off = 0;
+		size_t sent = 0, got = 0;
+		while (sent < LEN) {
+			ssize_t n = sendfile(c, fd, explicit_off ? &off : NULL, LEN - sent);
+			if (n < 0 && errno == EAGAIN) {
+				if (sendfile_drain(s, data, &got, LEN) < 0)
+					return -1;
+				if (wait_ev(c, POLLOUT, 5000) & POLLOUT)
+					continue;
+				/* still full: the peer must read more */
+				if (wait_ev(s, POLLIN, 5000) & POLLIN)
+					continue;
+				FAIL("sendfile: EAGAIN and nothing to read at %zu", sent);
+			}
+			CHECK(n > 0, "sendfile returned %zd (%s) after %zu bytes", n,
+			      n < 0 ? strerror(errno) : "", sent);
+			sent += (size_t)n;
+			off_t pos = lseek(fd, 0, SEEK_CUR);
+			if (explicit_off)
+				CHECK(off == (off_t)sent && pos == 0,
+				      "explicit offset: *offset %lld (want %zu), file position %lld (want 0)",
+				      (long long)off, sent, (long long)pos);
+			else
+				CHECK(pos == (off_t)sent, "file position %lld after %zu bytes sent",
+				      (long long)pos, sent);
+		}
+		while (got < LEN) {
+			CHECK(wait_ev(s, POLLIN, 5000) & POLLIN, "receiver starved at %zu of %d", got, LEN);
+			if (sendfile_drain(s, data, &got, LEN) < 0)
+				return -1;
+		}
+		close(c);
+		close(s);
+	}
+	close(fd);
+	return 0;
+}
+
 static int t_readv_writev(void)
 {
 	int c, s;
