@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "engine/config.h"
@@ -94,6 +95,19 @@ const struct sdp_transport_ops *sdp_tp_default(void)
 	return sdp_tp_select_default();	/* shm, verbs, or both (multi.h) */
 }
 
+/* Connections of this process that hold descriptors (socket/fdlimit.c). */
+static atomic_int conns_live;
+
+int sdp_conn_fd_budget_ok(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY)
+		return 1;
+	return (rlim_t)(atomic_load(&conns_live) + 1) * SDP_CONN_FDS <=
+	       rl.rlim_cur / 2;
+}
+
 int sdp_conn_alloc(struct sdp_conn **out)
 {
 	struct sdp_conn *c;
@@ -102,6 +116,7 @@ int sdp_conn_alloc(struct sdp_conn **out)
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	atomic_fetch_add(&conns_live, 1);
 	pthread_mutex_init(&c->lock, NULL);
 	atomic_init(&c->refs, 1);
 	c->id = atomic_fetch_add(&conn_ids, 1) + 1;
@@ -187,6 +202,7 @@ static void conn_free(struct sdp_conn *c)
 	free(c->txq);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
+	atomic_fetch_sub(&conns_live, 1);
 }
 
 void sdp_conn_put(struct sdp_conn *c)

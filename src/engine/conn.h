@@ -377,6 +377,11 @@ int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms);
 /* About how many bytes a non-blocking send would take now (0: none, or
  * not established): lets sendfile() read no more of the file than fits. */
 size_t sdp_conn_send_room(struct sdp_conn *c);
+/* Descriptors an SDP connection holds in its process, about (fdlimit.c). */
+#define SDP_CONN_FDS 8
+/* Room for one more connection within half of RLIMIT_NOFILE: the other
+ * half stays for the application and for the connections that go TCP. */
+int sdp_conn_fd_budget_ok(void);
 ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 		      int msg_flags, int io_flags, int timeout_ms);
 ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,

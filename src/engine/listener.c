@@ -287,7 +287,10 @@ static void pend_reject_locked(struct sdp_listen *l)
 static void handle_one(struct sdp_listen *l, struct sdp_conn_req *req,
 		       const uint8_t *priv, uint32_t len)
 {
-	if (l->closed) {
+	/* Half the descriptor limit in SDP use: a listener that also takes
+	 * TCP refuses, and a "both" client comes back over TCP
+	 * (socket/fdlimit.c). */
+	if (l->closed || (l->tcp_fd >= 0 && !sdp_conn_fd_budget_ok())) {
 		sdp_tp_default()->reject(req);
 		l->refused++;
 		return;

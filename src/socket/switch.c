@@ -147,6 +147,15 @@ int sdp_switch_socket(int domain, int type, int protocol)
 	log_decision("socket", v, rule);
 	if (v == SDP_POLICY_TCP)
 		return sdp_real.socket(domain, type, protocol);
+	if (v == SDP_POLICY_BOTH && !sdp_conn_fd_budget_ok()) {
+		/* Half the descriptor limit is SDP's already: this one goes
+		 * TCP, so that the program never runs out because of us. */
+		fd = sdp_real.socket(domain, type, protocol);
+		if (fd >= 0)
+			sdp_switch_record_tcp(fd, "descriptor budget: half of "
+					      "RLIMIT_NOFILE in SDP use", NULL);
+		return fd;
+	}
 	if (v == SDP_POLICY_BOTH) {
 		shadow = sdp_real.socket(domain, SOCK_STREAM | SOCK_CLOEXEC,
 					 protocol);
