@@ -2,12 +2,13 @@
 /*
  * fdlimit.c — room for the library's descriptors under RLIMIT_NOFILE.
  *
- * Why.  An SDP connection costs its process about 7 descriptors where TCP
+ * Why.  An SDP connection costs its process about 6 descriptors where TCP
  * costs one: the application's socketpair end and the library's, the shm
- * rendezvous socket, the peer's wake-up socket, an eventfd, an epoll set
- * and the peer's pidfd.  Under the common soft limit of 1024 a server that
- * holds 500 TCP connections would fail with EMFILE at about 140 under
- * sdp_run, a difference the program can see.  So, when the library loads,
+ * rendezvous socket, the peer's wake-up socket, an eventfd and an epoll
+ * set (the peer's pidfd is shared per peer process).  Under the common
+ * soft limit of 1024 a server that holds 500 TCP connections would fail
+ * with EMFILE at about 150 under sdp_run, a difference the program can
+ * see.  So, when the library loads,
  * the soft limit is raised toward the hard limit, to SDP_NOFILE (default
  * 65536; 0 leaves the limit alone), never lowered.  The Go runtime does the
  * same since 1.19, for the same reason.  The library's own descriptors sit

@@ -309,6 +309,8 @@ uint64_t sdp__shm_now_ms(void);
 
 /* shm_rdma.c */
 void sdp__shm_rdma_probe(struct shm_qp *qp);
+/* Release the qp->peer_pidfd the probe took (shared per peer process). */
+void sdp__shm_peer_pidfd_put(int fd);
 int sdp__shm_reg_mr(struct sdp_qp *qp, void *addr, size_t len,
 		    unsigned access, struct sdp_mr **out);
 int sdp__shm_dereg_mr(struct sdp_qp *qp, struct sdp_mr *mr);

@@ -263,8 +263,7 @@ static void shm_release_qp(struct shm_qp *qp)
 		close(qp->sock);
 	if (qp->memfd >= 0)
 		close(qp->memfd);
-	if (qp->peer_pidfd >= 0)
-		close(qp->peer_pidfd);
+	sdp__shm_peer_pidfd_put(qp->peer_pidfd);
 	sdp__shm_drop_peer_app_fd((struct sdp_qp *)qp);
 	close(qp->epfd);
 	close(qp->evfd);

@@ -31,6 +31,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,98 @@
 
 #include "transport/fdhigh.h"
 #include "transport/shm.h"
+
+/*
+ * One pidfd per peer process, not per connection: a server with a thousand
+ * connections from one client process holds one descriptor for it, not a
+ * thousand (docs/DESIGN.md, "Descriptors").  An entry is shared only while
+ * its pidfd says the process lives: then no other process can hold that
+ * pid, so it is the process the caller just identified.  A dead one is
+ * left to its remaining users and a fresh pidfd is opened.
+ */
+struct pidfd_ent {
+	pid_t pid;
+	int fd;
+	int refs;
+};
+
+static pthread_mutex_t pf_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pidfd_ent *pf_tab;
+static int pf_n, pf_cap;
+static pthread_once_t pf_once = PTHREAD_ONCE_INIT;
+
+static void pf_prepare(void)
+{
+	pthread_mutex_lock(&pf_lock);
+}
+
+static void pf_after(void)
+{
+	pthread_mutex_unlock(&pf_lock);
+}
+
+static void pf_init(void)
+{
+	pthread_atfork(pf_prepare, pf_after, pf_after);
+}
+
+static bool pidfd_exited(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, 0) > 0;
+}
+
+static int peer_pidfd_get(pid_t pid)
+{
+	struct pidfd_ent *t;
+	int fd;
+
+	pthread_once(&pf_once, pf_init);
+	pthread_mutex_lock(&pf_lock);
+	for (int i = 0; i < pf_n; i++) {
+		if (pf_tab[i].pid == pid && !pidfd_exited(pf_tab[i].fd)) {
+			pf_tab[i].refs++;
+			fd = pf_tab[i].fd;
+			pthread_mutex_unlock(&pf_lock);
+			return fd;
+		}
+	}
+	fd = sdp_fd_high((int)syscall(SYS_pidfd_open, pid, 0));
+	if (fd >= 0 && pf_n == pf_cap) {
+		t = realloc(pf_tab, (size_t)(pf_cap ? pf_cap * 2 : 16) *
+				    sizeof(*t));
+		if (t) {
+			pf_tab = t;
+			pf_cap = pf_cap ? pf_cap * 2 : 16;
+		}
+	}
+	if (fd >= 0 && pf_n < pf_cap)
+		pf_tab[pf_n++] = (struct pidfd_ent){ pid, fd, 1 };
+	else if (fd >= 0) {
+		close(fd);	/* no memory for the table: no guard */
+		fd = -1;
+	}
+	pthread_mutex_unlock(&pf_lock);
+	return fd;
+}
+
+void sdp__shm_peer_pidfd_put(int fd)
+{
+	if (fd < 0)
+		return;
+	pthread_mutex_lock(&pf_lock);
+	for (int i = 0; i < pf_n; i++) {
+		if (pf_tab[i].fd != fd)
+			continue;
+		if (--pf_tab[i].refs == 0) {
+			close(fd);
+			pf_tab[i] = pf_tab[--pf_n];
+		}
+		break;
+	}
+	pthread_mutex_unlock(&pf_lock);
+}
 
 void sdp__shm_rdma_probe(struct shm_qp *qp)
 {
@@ -71,16 +164,13 @@ void sdp__shm_rdma_probe(struct shm_qp *qp)
 	}
 	qp->caps.rdma = 1;
 	qp->caps.rdma_reason[0] = '\0';
-	qp->peer_pidfd = sdp_fd_high((int)syscall(SYS_pidfd_open,
-						     qp->peer_pid, 0));
+	qp->peer_pidfd = peer_pidfd_get(qp->peer_pid);
 }
 
 /* Has the peer process exited?  (No pidfd support: rely on the socket.) */
 static bool peer_exited(struct shm_qp *qp)
 {
-	struct pollfd p = { .fd = qp->peer_pidfd, .events = POLLIN };
-
-	return qp->peer_pidfd >= 0 && poll(&p, 1, 0) > 0;
+	return qp->peer_pidfd >= 0 && pidfd_exited(qp->peer_pidfd);
 }
 
 /* Rewrite table entry `idx` of our segment (seqlock writer side). */
