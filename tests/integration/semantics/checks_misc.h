@@ -108,6 +108,18 @@ static int connect_nonblocking(int *cl, int n, const sockaddr_any *sa, socklen_t
 	return 0;
 }
 
+/* The non-blocking connect of client i completed without error. */
+static int connect_completed(int fd, int i)
+{
+	int ev = wait_ev(fd, POLLOUT, 5000);
+	CHECK(ev & POLLOUT, "client %d: connect did not complete (revents 0x%x)", i, ev);
+	int err = -1;
+	socklen_t el = sizeof err;
+	SYS(getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el));
+	CHECK(err == 0, "client %d: SO_ERROR %s", i, strerror(err));
+	return 0;
+}
+
 static int t_backlog(void)
 {
 	enum { N = 5 };
@@ -129,12 +141,8 @@ static int t_backlog(void)
 		CHECK(pa.sa.sa_family == g_af && is_loopback(&pa), "accept #%d returned a bad address", i);
 	}
 	for (int i = 0; i < N; i++) {
-		int ev = wait_ev(cl[i], POLLOUT, 5000);
-		CHECK(ev & POLLOUT, "client %d: connect did not complete (revents 0x%x)", i, ev);
-		int err = -1;
-		socklen_t el = sizeof err;
-		SYS(getsockopt(cl[i], SOL_SOCKET, SO_ERROR, &err, &el));
-		CHECK(err == 0, "client %d: SO_ERROR %s", i, strerror(err));
+		if (connect_completed(cl[i], i) < 0)
+			return -1;
 		sockaddr_any me;
 		socklen_t ml = sizeof me;
 		SYS(getsockname(cl[i], &me.sa, &ml));
@@ -199,12 +207,8 @@ static int t_connect_burst(void)
 		CHECK(sv[i] >= 0, "accept #%d: %s", i, strerror(errno));
 	}
 	for (int i = 0; i < N; i++) {
-		int ev = wait_ev(cl[i], POLLOUT, 5000);
-		CHECK(ev & POLLOUT, "client %d: connect did not complete (revents 0x%x)", i, ev);
-		int err = -1;
-		socklen_t el = sizeof err;
-		SYS(getsockopt(cl[i], SOL_SOCKET, SO_ERROR, &err, &el));
-		CHECK(err == 0, "client %d of %d: SO_ERROR %s", i, N, strerror(err));
+		if (connect_completed(cl[i], i) < 0)
+			return -1;
 		set_nonblock(cl[i], 0);
 		uint16_t m = (uint16_t)i;
 		WRITEN(cl[i], &m, sizeof m);
