@@ -137,12 +137,37 @@ static int wv_make(struct wv *w, struct sdp_conn *c, const size_t *sizes,
 	return 1;
 }
 
+/* wv_make(), and a zeroed buffer for the reader to fill (NULL on failure). */
+static uint8_t *wv_make_for_reader(struct wv *w, struct sdp_conn *c,
+				   const size_t *sizes, int n, uint64_t seed)
+{
+	uint8_t *dst;
+
+	if (!wv_make(w, c, sizes, n, seed))
+		return NULL;
+	dst = calloc(1, w->total);
+	if (!dst)
+		free(w->mem);
+	return dst;
+}
+
 static void *wv_main(void *arg)
 {
 	struct wv *w = arg;
 
 	w->ret = sdp_conn_send(w->c, w->iov, w->n, 0, 0, w->timeout_ms);
 	return NULL;
+}
+
+/* The writev in thread `th` sent everything, and the reader got exactly
+ * that into dst (`got` bytes). */
+static void wv_check_arrived(struct wv *w, pthread_t th, const uint8_t *dst,
+			     size_t got)
+{
+	CHECK(eh_join(th, NULL, 10000) == 0);
+	CHECK_EQ(w->ret, w->total);
+	CHECK_EQ(got, w->total);
+	CHECK(!memcmp(w->mem, dst, w->total));
 }
 
 /* Read `n` bytes from c into p (after `got` already there), pieces of at
@@ -180,9 +205,7 @@ static void test_window(void)
 
 	REQUIRE_OK(eh_listen(&s));
 	REQUIRE_OK(pair(&s, &cli, &srv));
-	REQUIRE(wv_make(&w, cli, sz, 4, 11));
-	dst = calloc(1, w.total);
-	REQUIRE(dst);
+	REQUIRE((dst = wv_make_for_reader(&w, cli, sz, 4, 11)));
 
 	/* All four elements advertised at once, nothing read yet. */
 	eh_zc_fake_reader(srv, 1);
@@ -210,10 +233,7 @@ static void test_window(void)
 	got = 2 * T + (k > 0 ? (size_t)k : 0);
 	CHECK_EQ(held(srv), 2);
 	got = read_into(srv, dst, got, w.total, 3 * T);
-	CHECK(eh_join(th, NULL, 10000) == 0);
-	CHECK_EQ(w.ret, w.total);
-	CHECK_EQ(got, w.total);
-	CHECK(!memcmp(w.mem, dst, w.total));
+	wv_check_arrived(&w, th, dst, got);
 	CHECK_EQ_U(eh_stats(cli).zc_tx_adverts - a.zc_tx_adverts, 4);
 	CHECK_EQ_U(eh_stats(cli).zc_tx_bytes - a.zc_tx_bytes, w.total);
 	CHECK_EQ_U(eh_stats(cli).zc_tx_declined, a.zc_tx_declined);
@@ -228,16 +248,11 @@ static void test_window(void)
 	{
 		static const size_t mix[] = { 100, 2 * T, 50, 3 * T, 4 * T, 7 };
 
-		REQUIRE(wv_make(&w, cli, mix, 6, 12));
-		dst = calloc(1, w.total);
-		REQUIRE(dst);
+		REQUIRE((dst = wv_make_for_reader(&w, cli, mix, 6, 12)));
 		a = eh_stats(cli);
 		REQUIRE(pthread_create(&th, NULL, wv_main, &w) == 0);
 		got = read_into(srv, dst, 0, w.total, 5 * T);
-		CHECK(eh_join(th, NULL, 10000) == 0);
-		CHECK_EQ(w.ret, w.total);
-		CHECK_EQ(got, w.total);
-		CHECK(!memcmp(w.mem, dst, w.total));
+		wv_check_arrived(&w, th, dst, got);
 		CHECK_EQ_U(eh_stats(cli).zc_tx_adverts - a.zc_tx_adverts, 3);
 		CHECK_EQ_U(eh_stats(cli).zc_tx_bytes - a.zc_tx_bytes, 9 * T);
 		free(w.mem);
@@ -250,19 +265,14 @@ static void test_window(void)
 	{
 		static const size_t five[] = { T, 2 * T, T, 3 * T, T };
 
-		REQUIRE(wv_make(&w, cli, five, 5, 13));
-		dst = calloc(1, w.total);
-		REQUIRE(dst);
+		REQUIRE((dst = wv_make_for_reader(&w, cli, five, 5, 13)));
 		a = eh_stats(cli);
 		REQUIRE(pthread_create(&th, NULL, wv_main, &w) == 0);
 		CHECK(wait_held(srv, 2));
 		CHECK_EQ(tx_live(cli), 2);
 		CHECK_EQ_U(eh_stats(cli).zc_tx_adverts - a.zc_tx_adverts, 2);
 		got = read_into(srv, dst, 0, w.total, 2 * T);
-		CHECK(eh_join(th, NULL, 10000) == 0);
-		CHECK_EQ(w.ret, w.total);
-		CHECK_EQ(got, w.total);
-		CHECK(!memcmp(w.mem, dst, w.total));
+		wv_check_arrived(&w, th, dst, got);
 		CHECK_EQ_U(eh_stats(cli).zc_tx_adverts - a.zc_tx_adverts, 5);
 		free(w.mem);
 		free(dst);
@@ -274,17 +284,12 @@ static void test_window(void)
 	{
 		static const size_t one[] = { 8 * T + 5 };
 
-		REQUIRE(wv_make(&w, cli, one, 1, 14));
-		dst = calloc(1, w.total);
-		REQUIRE(dst);
+		REQUIRE((dst = wv_make_for_reader(&w, cli, one, 1, 14)));
 		a = eh_stats(cli);
 		REQUIRE(pthread_create(&th, NULL, wv_main, &w) == 0);
 		CHECK(wait_held(srv, 4));
 		got = read_into(srv, dst, 0, w.total, w.total);
-		CHECK(eh_join(th, NULL, 10000) == 0);
-		CHECK_EQ(w.ret, w.total);
-		CHECK_EQ(got, w.total);
-		CHECK(!memcmp(w.mem, dst, w.total));
+		wv_check_arrived(&w, th, dst, got);
 		CHECK_EQ_U(eh_stats(cli).zc_tx_adverts - a.zc_tx_adverts, 4);
 		free(w.mem);
 		free(dst);
@@ -316,9 +321,7 @@ static void test_peer_max_one(void)
 	REQUIRE_OK(eh_listen(&s));
 	REQUIRE_OK(pair(&s, &cli, &srv));
 	set_peer_max(cli, 1);
-	REQUIRE(wv_make(&w, cli, three, 3, 15));
-	dst = calloc(1, w.total);
-	REQUIRE(dst);
+	REQUIRE((dst = wv_make_for_reader(&w, cli, three, 3, 15)));
 	eh_zc_fake_reader(srv, 1);
 	a = eh_stats(cli);
 	REQUIRE(pthread_create(&th, NULL, wv_main, &w) == 0);
@@ -366,9 +369,7 @@ static void test_decline_middle(void)
 	/* The first read whole and half the second, then a recv buffer
 	 * below the threshold: all held are declined at once, the rest
 	 * (half of the second, the third, the fourth) comes by BCopy. */
-	REQUIRE(wv_make(&w, cli, four, 4, 21));
-	dst = calloc(1, w.total);
-	REQUIRE(dst);
+	REQUIRE((dst = wv_make_for_reader(&w, cli, four, 4, 21)));
 	eh_zc_fake_reader(srv, 1);
 	a = eh_stats(cli);
 	b = eh_stats(srv);
@@ -378,10 +379,7 @@ static void test_decline_middle(void)
 	CHECK_EQ(eh_recv(srv, dst + 3 * T, 100, 0), 100);
 	CHECK_EQ(held(srv), 0);
 	got = read_into(srv, dst, 3 * T + 100, w.total, 1000);
-	CHECK(eh_join(th, NULL, 10000) == 0);
-	CHECK_EQ(w.ret, w.total);
-	CHECK_EQ(got, w.total);
-	CHECK(!memcmp(w.mem, dst, w.total));
+	wv_check_arrived(&w, th, dst, got);
 	CHECK_EQ_U(eh_stats(cli).zc_tx_declined - a.zc_tx_declined, 1);
 	CHECK_EQ_U(eh_stats(srv).zc_rx_declined - b.zc_rx_declined, 1);
 	CHECK_EQ_U(eh_stats(cli).zc_tx_bytes - a.zc_tx_bytes, 3 * T);
@@ -395,9 +393,7 @@ static void test_decline_middle(void)
 	 * sent before the source saw that SendSm: declined on arrival with
 	 * its own SendSm; all the rest comes by BCopy, in order. */
 	set_peer_max(cli, 2);
-	REQUIRE(wv_make(&w, cli, four, 4, 22));
-	dst = calloc(1, w.total);
-	REQUIRE(dst);
+	REQUIRE((dst = wv_make_for_reader(&w, cli, four, 4, 22)));
 	a = eh_stats(cli);
 	b = eh_stats(srv);
 	REQUIRE(pthread_create(&th, NULL, wv_main, &w) == 0);
@@ -418,10 +414,7 @@ static void test_decline_middle(void)
 	}
 	pthread_mutex_unlock(&srv->lock);
 	got = read_into(srv, dst, 2 * T, w.total, 3 * T);
-	CHECK(eh_join(th, NULL, 10000) == 0);
-	CHECK_EQ(w.ret, w.total);
-	CHECK_EQ(got, w.total);
-	CHECK(!memcmp(w.mem, dst, w.total));
+	wv_check_arrived(&w, th, dst, got);
 	CHECK_EQ_U(eh_stats(srv).zc_rx_declined - b.zc_rx_declined, 2);
 	CHECK_EQ_U(eh_stats(cli).zc_tx_declined - a.zc_tx_declined, 2);
 	CHECK_EQ_U(eh_stats(cli).zc_tx_bytes - a.zc_tx_bytes, 2 * T);
@@ -457,9 +450,7 @@ static void test_cancel_window(void)
 	/* Send timeout with four held, half the first read: one
 	 * SrcAvailCancel for all, the sink reports the read part and
 	 * declines the rest; send() returns what was read. */
-	REQUIRE(wv_make(&w, cli, four, 4, 31));
-	dst = calloc(1, w.total);
-	REQUIRE(dst);
+	REQUIRE((dst = wv_make_for_reader(&w, cli, four, 4, 31)));
 	w.timeout_ms = eh_ms(1000);
 	eh_zc_fake_reader(srv, 1);
 	a = eh_stats(cli);
@@ -504,9 +495,7 @@ static void test_cancel_window(void)
 	 * transport completes READs at once: marked by hand) applies to
 	 * all held: the READ's bytes are reported, the rest declined with
 	 * one SendSm, and comes by BCopy. */
-	REQUIRE(wv_make(&w, cli, four, 4, 32));
-	dst = calloc(1, w.total);
-	REQUIRE(dst);
+	REQUIRE((dst = wv_make_for_reader(&w, cli, four, 4, 32)));
 	a = eh_stats(cli);
 	REQUIRE(pthread_create(&th, NULL, wv_main, &w) == 0);
 	CHECK(wait_held(srv, 4));
