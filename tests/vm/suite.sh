@@ -7,12 +7,25 @@ B=${1:-build}
 A=10.99.0.1 S=10.99.0.2
 export SDP_TRANSPORT=verbs SDP_RUN_LIBRARY=$PWD/$B/lib/libsdp.so
 RUN="$PWD/tools/sdp_run"
-fails=0
+fails=0 flaky=0
+# A test that fails is run once more.  Under TCG the emulated NIC shares the
+# two vCPUs with both ends, and in session 5 two tests failed once each in
+# about ten suite runs (a stream reset after 27 MB, an abort case that
+# hung), neither reproducible in dozens of runs since.  A failure that
+# passes on the second run is printed in full and counted as FLAKY in the
+# summary; one that fails twice fails the suite.
 t() { # name timeout cmd...
-	local n=$1 to=$2 s e rc; shift 2
-	s=$(date +%s%N); timeout -k 5 "$to" bash -c '"$@"' _ "$@" >/tmp/vm-$n.log 2>&1; rc=$?; e=$(date +%s%N)
-	if [ $rc = 0 ]; then echo "PASS vm/$n ($(( (e - s) / 1000000 )) ms)"
-	else echo "FAIL vm/$n (exit $rc)"; tail -15 /tmp/vm-$n.log | sed 's/^/  | /'; fails=$((fails + 1)); fi
+	local n=$1 to=$2 s e rc try; shift 2
+	for try in 1 2; do
+		s=$(date +%s%N); timeout -k 5 "$to" bash -c '"$@"' _ "$@" >/tmp/vm-$n.log 2>&1; rc=$?; e=$(date +%s%N)
+		if [ $rc = 0 ]; then
+			if [ $try = 1 ]; then echo "PASS vm/$n ($(( (e - s) / 1000000 )) ms)"
+			else echo "FLAKY vm/$n: passed on the second run ($(( (e - s) / 1000000 )) ms)"; flaky=$((flaky + 1)); fi
+			return
+		fi
+		echo "FAIL vm/$n (exit $rc, run $try of 2)"; tail -15 /tmp/vm-$n.log | sed 's/^/  | /'
+	done
+	fails=$((fails + 1))
 }
 rdma link | grep -q 'rxe-a.*ACTIVE' || { echo "FAIL vm/setup: no active rxe-a"; exit 1; }
 t test_verbs 60 "$B/tests/test_verbs"
@@ -117,4 +130,5 @@ t sockperf-tp-1400 60 sockperf_tp 1400
 t itest-linkdown 90 "$RUN" "$T/sdp_linkdown" --family sdp --bound 20 \
 	--down "ip link set veth-b down" --up "ip link set veth-b up" \
 	--qps "rdma resource show qp"
+echo "vm suite: $fails failed, $flaky flaky (passed on the second run)"
 exit $fails
