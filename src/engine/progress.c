@@ -78,6 +78,12 @@ static void *progress_main(void *arg);
  */
 static void progress_atfork_child(void)
 {
+	/* A connection's lock may have been copied held by the parent's
+	 * progress thread, mid-batch, which the child does not have: the
+	 * child's first close() of an inherited socket then waited for ever.
+	 * Nothing in the child holds one yet (it has one thread). */
+	for (struct sdp_conn *c = P.conns; c; c = c->next)
+		pthread_mutex_init(&c->lock, NULL);
 	if (P.epfd >= 0)
 		close(P.epfd);
 	if (P.wakefd >= 0)
