@@ -384,6 +384,15 @@ size_t sdp_conn_send_room(struct sdp_conn *c);
 int sdp_conn_fd_budget_ok(void);
 ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 		      int msg_flags, int io_flags, int timeout_ms);
+/* Read up to `len` bytes straight into the transport's send buffers with
+ * `fill` (a file read) and post them as data, while credits last; never
+ * waits.  Returns the bytes of `fill` that were posted, 0 when this path
+ * is not open now (use sdp_conn_send), or -errno (from fill, or the
+ * connection's) when nothing went.  `fill` runs under the connection's
+ * lock and may have read more than was posted if a post failed. */
+ssize_t sdp_conn_send_fill(struct sdp_conn *c, size_t len,
+			   ssize_t (*fill)(void *ctx, void *dst, size_t n),
+			   void *ctx);
 ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 		      int msg_flags, int io_flags, int timeout_ms);
 

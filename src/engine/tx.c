@@ -350,6 +350,96 @@ static size_t tx_direct(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 	return done;
 }
 
+/* Copy the first n queued bytes to dst (they stay queued). */
+static void tx_peek_queued(const struct sdp_conn *c, uint8_t *dst, uint32_t n)
+{
+	uint32_t first = c->txq_cap - c->txq_head;
+
+	if (first > n)
+		first = n;
+	memcpy(dst, c->txq + c->txq_head, first);
+	memcpy(dst + first, c->txq, n - first);
+}
+
+/*
+ * sendfile() without the bounce buffer.  Where the transport delivers into
+ * memory we can write (send_slot: shm, the peer's posted receive buffer),
+ * the file is read straight there and the message posted in place: each
+ * byte is copied once on its way out, by the kernel's read, instead of
+ * read into a buffer and copied again.  Bytes already queued (nginx's
+ * corked headers) lead the first message, so the stream keeps its order.
+ * The read runs under the connection's lock, as the kernel holds the
+ * socket's lock while it copies: for a regular file only (the caller
+ * checks), which a read does not block on for long.
+ */
+ssize_t sdp_conn_send_fill(struct sdp_conn *c, size_t len,
+			   ssize_t (*fill)(void *ctx, void *dst, size_t n),
+			   void *ctx)
+{
+	const uint32_t hlen = sdp_wire_hdr_size(SDP_MID_DATA);
+	const struct sdp_transport_ops *tp;
+	ssize_t ret = 0;
+	size_t done = 0;
+
+	pthread_mutex_lock(&c->lock);
+	sdp_conn_poll_locked(c);
+	tp = c->qp ? SDP_TP(c->qp) : NULL;
+	/* Anything but plain streaming (urgent data, ZCopy under way, a
+	 * shutdown or error to report) takes the ordinary path. */
+	if (!tp || !tp->send_slot || c->state != SDP_ST_ESTABLISHED ||
+	    c->err || c->wr_shut || c->tx_urg || c->zc_snk_peer.active ||
+	    sdp_zcopy_ctl_pending(c) || !tx_can_send_data(c))
+		goto out;
+	while (done < len && c->tx_credits >= SDP_DATA_MIN_CREDITS) {
+		uint32_t cap = 0, room, queued;
+		uint8_t *slot = tp->send_slot(c->qp, &cap);
+		struct sdp_sge sg;
+		size_t want;
+		ssize_t n;
+
+		if (!slot || cap <= hlen)
+			break;
+		room = cap - hlen;
+		if (room > max_payload(c))
+			room = max_payload(c);
+		queued = c->txq_len < room ? c->txq_len : room;
+		want = len - done < room - queued ? len - done : room - queued;
+		/* A short last message while corked (or behind an unacked
+		 * short one): the queue holds it, as for any send. */
+		if (want == 0 || (queued + want < room && hold_short(c)))
+			break;
+		n = fill(ctx, slot + hlen + queued, want);
+		if (n <= 0) {
+			ret = n;	/* end of file, or the read's error */
+			break;
+		}
+		if (queued)
+			tx_peek_queued(c, slot + hlen, queued);
+		sg.addr = (uint64_t)(uintptr_t)(slot + hlen);
+		sg.length = queued + (uint32_t)n;
+		sg.lkey = 0;
+		if (tx_post(c, SDP_MID_DATA, 0, &sg, 1, sg.length, 0) < 0) {
+			ret = -ECONNRESET;
+			break;
+		}
+		if (queued) {
+			c->txq_head = (c->txq_head + queued) % c->txq_cap;
+			c->txq_len -= queued;
+			c->nagle_deadline_ns = 0;
+		}
+		c->tx_queued_off += (uint64_t)n;
+		done += (size_t)n;
+		if ((size_t)n < want)
+			break;	/* the file ended */
+	}
+	if (done)
+		ret = (ssize_t)done;
+out:
+	sdp_conn_update_ready_locked(c);
+	pthread_mutex_unlock(&c->lock);
+	return ret;
+}
+
 /*
  * One ZCopy step of a blocking send (annex 5.3/5.4): the iovec elements
  * from stream offset *sent on, as long as each is at least the threshold.

@@ -266,12 +266,6 @@ SDP_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
 	return read(fd, buf, len);
 }
 
-/*
- * sendfile() to an SDP socket (nginx, Apache): the kernel cannot splice a
- * file into our descriptor, so read the file and send it.  Semantics as
- * sendfile(2): with `offset` the file position is untouched and *offset
- * advances; without it the file position advances by what was sent.
- */
 /* sdp_conn_send_room() of the socket's connection (0 if none). */
 static size_t send_room(struct sdp_sock *s)
 {
@@ -285,6 +279,49 @@ static size_t send_room(struct sdp_sock *s)
 	return room;
 }
 
+/* The file side of sdp_conn_send_fill(): pread() from the caller's
+ * offset.  Only pread: it runs under the connection's lock, and a pread
+ * that cannot finish soon (a pipe, a socket) fails at once with ESPIPE,
+ * as sendfile() with an offset does for those. */
+struct file_fill {
+	int fd;
+	off_t pos;
+};
+
+static ssize_t file_fill(void *ctx, void *dst, size_t n)
+{
+	struct file_fill *f = ctx;
+	ssize_t r = pread(f->fd, dst, n, f->pos);
+
+	if (r < 0)
+		return -errno;
+	f->pos += r;
+	return r;
+}
+
+/* Send up to len bytes of the file at pos, read straight into the
+ * transport's buffers (sdp_conn_send_fill); 0 when that path is closed
+ * now. */
+static ssize_t send_file_in_place(struct sdp_sock *s, int in_fd, off_t pos,
+				  size_t len)
+{
+	struct file_fill f = { in_fd, pos };
+	struct sdp_conn *c = conn_of(s);
+	ssize_t r;
+
+	if (!c || c == ERR_PTR_BADFD)
+		return 0;	/* the ordinary path reports it */
+	r = sdp_conn_send_fill(c, len, file_fill, &f);
+	sdp_conn_put(c);
+	return r;
+}
+
+/*
+ * sendfile() to an SDP socket (nginx, Apache): the kernel cannot splice a
+ * file into our descriptor, so read the file and send it.  Semantics as
+ * sendfile(2): with `offset` the file position is untouched and *offset
+ * advances; without it the file position advances by what was sent.
+ */
 static ssize_t sdp_sendfile(struct sdp_sock *s, int in_fd, off_t *offset,
 			    size_t count)
 {
@@ -292,12 +329,26 @@ static ssize_t sdp_sendfile(struct sdp_sock *s, int in_fd, off_t *offset,
 	off_t pos = offset ? *offset : 0;
 	size_t done = 0, room = 0;
 	int room_known = 0;
-	ssize_t n, w;
+	ssize_t n, w, err = 0;
 
 	while (done < count) {
 		size_t want = count - done < sizeof(buf) ? count - done :
 							    sizeof(buf);
 		struct iovec v = { .iov_base = buf };
+
+		if (offset) {
+			n = send_file_in_place(s, in_fd, pos, count - done);
+			if (n < 0) {
+				err = n;
+				break;
+			}
+			if (n > 0) {
+				done += (size_t)n;
+				pos += n;
+				room_known = 0;	/* credits were used */
+				continue;
+			}
+		}
 
 		/* A send that may not block takes only what fits: read no
 		 * more of the file than that (the rest would be read again
@@ -316,27 +367,32 @@ static ssize_t sdp_sendfile(struct sdp_sock *s, int in_fd, off_t *offset,
 
 		n = offset ? pread(in_fd, buf, want, pos) :
 			     sdp_real.read(in_fd, buf, want);
-		if (n < 0)
-			return done ? (ssize_t)done : -errno;
+		if (n < 0) {
+			err = -errno;
+			break;
+		}
 		if (n == 0)
 			break;
 		v.iov_len = (size_t)n;
 		w = sock_send(s, &v, 1, done ? MSG_DONTWAIT : 0);
-		if (w < 0 && done == 0 && !offset)
-			lseek(in_fd, -n, SEEK_CUR);	/* nothing went */
 		if (w < 0)
-			return done ? (ssize_t)done : w;
-		if (w < n && !offset)
-			lseek(in_fd, w - n, SEEK_CUR);	/* give back the rest */
+			w = done ? 0 : w;	/* what went is the answer */
+		if (w < n && !offset)	/* give back what did not go */
+			lseek(in_fd, (w < 0 ? 0 : w) - n, SEEK_CUR);
+		if (w < 0) {
+			err = w;
+			break;
+		}
 		done += (size_t)w;
 		pos += w;
 		room = room > (size_t)w ? room - (size_t)w : 0;
 		if (w < n)
 			break;	/* the socket is full: report what went */
 	}
+	/* Also after an error: *offset covers every byte that went. */
 	if (offset)
 		*offset = pos;
-	return (ssize_t)done;
+	return done ? (ssize_t)done : err;
 }
 
 SDP_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)

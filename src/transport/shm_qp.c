@@ -349,8 +349,10 @@ static enum sdp_wc_status do_send(struct shm_qp *qp,
 	}
 	dst = p->region + off;
 	for (int i = 0; i < wr->num_sge; i++) {
-		memcpy(dst, (const void *)(uintptr_t)wr->sg_list[i].addr,
-		       wr->sg_list[i].length);
+		const void *src = (const void *)(uintptr_t)wr->sg_list[i].addr;
+
+		if (src != dst)	/* else written in place (shm_send_slot) */
+			memcpy(dst, src, wr->sg_list[i].length);
 		dst += wr->sg_list[i].length;
 	}
 	atomic_store_explicit(&cqe->byte_len, (uint32_t)total,
@@ -362,6 +364,29 @@ static enum sdp_wc_status do_send(struct shm_qp *qp,
 				(wr->flags & SDP_SEND_SOLICITED) ?
 				qp->peer_app_fd : -1, qp->peer_cons);
 	return SDP_WC_SUCCESS;
+}
+
+/* The peer's next posted receive buffer, which do_send() fills next. */
+static uint8_t *shm_send_slot(struct sdp_qp *sq, uint32_t *cap)
+{
+	struct shm_qp *qp = SHM_QP(sq);
+	struct shm_seg *p = &qp->peer;
+	uint32_t prod, idx, off, len;
+
+	if (atomic_load(&qp->err) ||
+	    atomic_load_explicit(&qp->state, memory_order_relaxed) !=
+	    SHM_ESTABLISHED || !p->ctrl)
+		return NULL;
+	prod = atomic_load_explicit(&p->ctrl->rq_prod, memory_order_acquire);
+	if (prod == qp->peer_cons || prod - qp->peer_cons > p->depth)
+		return NULL;	/* none posted, or a corrupt ring: do_send says */
+	idx = qp->peer_cons & (p->depth - 1);
+	off = atomic_load_explicit(&p->rq[idx].offset, memory_order_relaxed);
+	len = atomic_load_explicit(&p->rq[idx].length, memory_order_relaxed);
+	if (off > p->region_size || len > p->region_size - off)
+		return NULL;
+	*cap = len;
+	return p->region + off;
 }
 
 static const enum sdp_wc_opcode wc_opcode[] = {
@@ -581,6 +606,7 @@ const struct sdp_transport_ops sdp__shm_ops = {
 	.share_app_fd = sdp__shm_share_app_fd,
 	.app_arm = sdp__shm_app_arm,
 	.app_arrivals = sdp__shm_app_arrivals,
+	.send_slot = shm_send_slot,
 	.app_sleep_id = sdp__shm_app_sleep_id,
 	.drop_peer_app_fd = sdp__shm_drop_peer_app_fd,
 };

@@ -290,6 +290,15 @@ struct sdp_transport_ops {
 	 * exists.  An event loop skips a connection whose counter has not
 	 * moved since it found nothing there (socket/epfast.c). */
 	const _Atomic uint32_t *(*app_arrivals)(struct sdp_qp *qp);
+
+	/* Optional: where the next SEND's bytes will land, when that is
+	 * memory this process can write (shm: the peer's next posted
+	 * receive buffer); NULL when there is none or no such memory.
+	 * *cap is its size.  The caller may put a message's payload there
+	 * before it posts the SEND: an SGE whose address is where its bytes
+	 * are to land is not copied.  Valid until the next post on the QP,
+	 * so the caller holds the connection's lock from here to the post. */
+	uint8_t *(*send_slot)(struct sdp_qp *qp, uint32_t *cap);
 };
 
 #define SDP_APP_ARM_QUIET 2

@@ -130,6 +130,7 @@ static const struct {
 	{ "fcntl_nonblock_cloexec", t_fcntl },
 	{ "readv_writev", t_readv_writev },
 	{ "sendfile_nonblocking_offsets", t_sendfile },
+	{ "sendfile_corked_header_keepalive", t_sendfile_corked },
 	{ "sendmsg_recvmsg_iovecs", t_sendmsg_recvmsg },
 	{ "select_pselect_poll_ppoll_mixed_with_tcp", t_multiplex },
 	{ "epoll_oneshot_rearm", t_epoll_oneshot },

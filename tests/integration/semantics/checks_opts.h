@@ -280,6 +280,81 @@ static int t_sendfile(void)
 	return 0;
 }
 
+/*
+ * nginx's pattern on keep-alive requests: TCP_CORK on, the header by
+ * write(), the body by sendfile() with an explicit offset (from the middle
+ * of a file, an odd length), TCP_CORK off; five responses back to back on
+ * a non-blocking socket.  Under the library the corked header is still
+ * queued when the file is read straight into the peer's buffers, and must
+ * lead them; every byte of the stream is checked.  Then sendfile() with an
+ * offset from a pipe: ESPIPE, as the kernel says, and nothing sent.
+ */
+static int t_sendfile_corked(void)
+{
+	enum { FLEN = 300 << 10, HLEN = 321, BODY = FLEN - 1000 - 77, ROUNDS = 5 };
+	enum { RESP = HLEN + BODY, TOTAL = ROUNDS * RESP };
+	static unsigned char file[FLEN], want[TOTAL];
+	char path[] = "/tmp/sdp-sendfile-XXXXXX";
+	int on = 1, off0 = 0, c, s, p[2];
+	size_t got = 0;
+	prng_t r;
+
+	prng_seed(&r, 12);
+	prng_fill(&r, file, FLEN);
+	int fd = mkstemp(path);
+	CHECK(fd >= 0, "mkstemp: %s", strerror(errno));
+	unlink(path);
+	CHECK(write(fd, file, FLEN) == FLEN, "writing the file failed");
+	PAIR(c, s);
+	set_nonblock(c, 1);
+	for (int i = 0; i < ROUNDS; i++) {
+		unsigned char *hdr = want + (size_t)i * RESP;
+		off_t off = 1000 + i * 17;	/* differs per round */
+		size_t sent = 0;
+
+		prng_fill(&r, hdr, HLEN);
+		memcpy(hdr + HLEN, file + off, BODY);
+		SYS(setsockopt(c, IPPROTO_TCP, TCP_CORK, &on, sizeof on));
+		CHECK(write(c, hdr, HLEN) == HLEN, "header write: %s", strerror(errno));
+		while (sent < BODY) {
+			ssize_t n = sendfile(c, fd, &off, BODY - sent);
+			if (n < 0 && errno == EAGAIN) {
+				if (sendfile_drain(s, want, &got, TOTAL) < 0)
+					return -1;
+				if (!(wait_ev(c, POLLOUT, 5000) & POLLOUT))
+					CHECK(wait_ev(s, POLLIN, 5000) & POLLIN,
+					      "sendfile: EAGAIN and nothing to read");
+				continue;
+			}
+			CHECK(n > 0, "sendfile returned %zd (%s) at %zu of round %d", n,
+			      n < 0 ? strerror(errno) : "", sent, i);
+			sent += (size_t)n;
+			CHECK(off == 1000 + i * 17 + (off_t)sent, "*offset %lld after %zu bytes",
+			      (long long)off, sent);
+		}
+		SYS(setsockopt(c, IPPROTO_TCP, TCP_CORK, &off0, sizeof off0));
+	}
+	while (got < TOTAL) {
+		CHECK(wait_ev(s, POLLIN, 5000) & POLLIN, "receiver starved at %zu of %d",
+		      got, TOTAL);
+		if (sendfile_drain(s, want, &got, TOTAL) < 0)
+			return -1;
+	}
+	SYS(pipe(p));
+	CHECK(write(p[1], "pipe", 4) == 4, "pipe write failed");
+	off_t poff = 0;
+	EXPECT_ERR(sendfile(c, p[0], &poff, 4), ESPIPE);
+	char b;
+	CHECK(recv(s, &b, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN,
+	      "bytes arrived after a failed sendfile");
+	close(p[0]);
+	close(p[1]);
+	close(c);
+	close(s);
+	close(fd);
+	return 0;
+}
+
 static int t_readv_writev(void)
 {
 	int c, s;
