@@ -316,6 +316,9 @@ static ssize_t send_file_in_place(struct sdp_sock *s, int in_fd, off_t pos,
 	return r;
 }
 
+#define SENDFILE_IN_PLACE_MIN 32768	/* a shm message's payload, about */
+#define SENDFILE_ROOM_MIN 4096
+
 /*
  * sendfile() to an SDP socket (nginx, Apache): the kernel cannot splice a
  * file into our descriptor, so read the file and send it.  Semantics as
@@ -336,7 +339,10 @@ static ssize_t sdp_sendfile(struct sdp_sock *s, int in_fd, off_t *offset,
 							    sizeof(buf);
 		struct iovec v = { .iov_base = buf };
 
-		if (offset) {
+		/* Less than a message: the queue takes it (a corked header's
+		 * company) at the cost of a small copy; asking the connection
+		 * first would cost more than that. */
+		if (offset && count - done >= SENDFILE_IN_PLACE_MIN) {
 			n = send_file_in_place(s, in_fd, pos, count - done);
 			if (n < 0) {
 				err = n;
@@ -353,8 +359,10 @@ static ssize_t sdp_sendfile(struct sdp_sock *s, int in_fd, off_t *offset,
 		/* A send that may not block takes only what fits: read no
 		 * more of the file than that (the rest would be read again
 		 * by the next call; nginx lost a tenth of its reads so).
-		 * Asked once per call, then counted down. */
-		if (done || atomic_load(&s->nonblock)) {
+		 * Asked once per call, then counted down; not for a small
+		 * read, which costs less than the asking. */
+		if ((done || atomic_load(&s->nonblock)) &&
+		    want > SENDFILE_ROOM_MIN) {
 			if (!room_known) {
 				room = send_room(s);
 				room_known = 1;
