@@ -369,8 +369,8 @@ static void tx_peek_queued(const struct sdp_conn *c, uint8_t *dst, uint32_t n)
  * read into a buffer and copied again.  Bytes already queued (nginx's
  * corked headers) lead the first message, so the stream keeps its order.
  * The read runs under the connection's lock, as the kernel holds the
- * socket's lock while it copies: for a regular file only (the caller
- * checks), which a read does not block on for long.
+ * socket's lock while it copies: the caller's fill is a pread(), which
+ * fails at once on a pipe or a socket rather than wait there.
  */
 ssize_t sdp_conn_send_fill(struct sdp_conn *c, size_t len,
 			   ssize_t (*fill)(void *ctx, void *dst, size_t n),

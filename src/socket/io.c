@@ -331,7 +331,7 @@ static ssize_t sdp_sendfile(struct sdp_sock *s, int in_fd, off_t *offset,
 	char buf[65536];
 	off_t pos = offset ? *offset : 0;
 	size_t done = 0, room = 0;
-	int room_known = 0;
+	int room_known = 0, in_place = offset != NULL;
 	ssize_t n, w, err = 0;
 
 	while (done < count) {
@@ -342,12 +342,16 @@ static ssize_t sdp_sendfile(struct sdp_sock *s, int in_fd, off_t *offset,
 		/* Less than a message: the queue takes it (a corked header's
 		 * company) at the cost of a small copy; asking the connection
 		 * first would cost more than that. */
-		if (offset && count - done >= SENDFILE_IN_PLACE_MIN) {
+		if (in_place && count - done >= SENDFILE_IN_PLACE_MIN) {
 			n = send_file_in_place(s, in_fd, pos, count - done);
 			if (n < 0) {
 				err = n;
 				break;
 			}
+			/* Closed (no transport support, no credits, a short
+			 * corked tail): the bounce buffer for the rest of
+			 * this call, without asking again per chunk. */
+			in_place = n > 0;
 			if (n > 0) {
 				done += (size_t)n;
 				pos += n;
