@@ -225,18 +225,28 @@ static int sendfile_drain(int s, const unsigned char *want, size_t *got, size_t 
 	}
 }
 
+/* An unlinked temporary file of len random bytes (seeded), also left in
+ * data; its descriptor, or -1 after reporting why. */
+static int random_file(unsigned char *data, size_t len, uint32_t seed)
+{
+	char path[] = "/tmp/sdp-sendfile-XXXXXX";
+	prng_t r;
+	prng_seed(&r, seed);
+	prng_fill(&r, data, len);
+	int fd = mkstemp(path);
+	CHECK(fd >= 0, "mkstemp: %s", strerror(errno));
+	unlink(path);
+	CHECK(write(fd, data, len) == (ssize_t)len, "writing the file failed");
+	return fd;
+}
+
 static int t_sendfile(void)
 {
 	enum { LEN = 3 << 20 };
 	static unsigned char data[LEN];
-	char path[] = "/tmp/sdp-sendfile-XXXXXX";
-	prng_t r;
-	prng_seed(&r, 11);
-	prng_fill(&r, data, LEN);
-	int fd = mkstemp(path);
-	CHECK(fd >= 0, "mkstemp: %s", strerror(errno));
-	unlink(path);
-	CHECK(write(fd, data, LEN) == LEN, "writing the file failed");
+	int fd = random_file(data, LEN, 11);
+	if (fd < 0)
+		return -1;
 	for (int explicit_off = 0; explicit_off < 2; explicit_off++) {
 		int c, s;
 		PAIR(c, s);
@@ -294,17 +304,14 @@ static int t_sendfile_corked(void)
 	enum { FLEN = 300 << 10, HLEN = 321, BODY = FLEN - 1000 - 77, ROUNDS = 5 };
 	enum { RESP = HLEN + BODY, TOTAL = ROUNDS * RESP };
 	static unsigned char file[FLEN], want[TOTAL];
-	char path[] = "/tmp/sdp-sendfile-XXXXXX";
 	int on = 1, off0 = 0, c, s, p[2];
 	size_t got = 0;
 	prng_t r;
 
 	prng_seed(&r, 12);
-	prng_fill(&r, file, FLEN);
-	int fd = mkstemp(path);
-	CHECK(fd >= 0, "mkstemp: %s", strerror(errno));
-	unlink(path);
-	CHECK(write(fd, file, FLEN) == FLEN, "writing the file failed");
+	int fd = random_file(file, FLEN, 13);
+	if (fd < 0)
+		return -1;
 	PAIR(c, s);
 	set_nonblock(c, 1);
 	for (int i = 0; i < ROUNDS; i++) {
