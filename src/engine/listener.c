@@ -225,6 +225,14 @@ static int open_and_queue_locked(struct sdp_listen *l,
 	return 1;
 }
 
+/* Refuse a request: the client's connect fails at once, and a "both"
+ * client falls back to TCP or retries. */
+static void refuse_locked(struct sdp_listen *l, struct sdp_conn_req *req)
+{
+	sdp_tp_default()->reject(req);
+	l->refused++;
+}
+
 /* Room in the queue: answer the requests that waited for it, oldest
  * first.  Returns how many connections were queued. */
 static int pend_drain_locked(struct sdp_listen *l)
@@ -253,8 +261,7 @@ static void pend_add_locked(struct sdp_listen *l, struct sdp_conn_req *req,
 	if (l->npend < SDP_LISTEN_PEND_MAX && len <= sizeof(p->priv))
 		p = malloc(sizeof(*p));
 	if (!p) {
-		sdp_tp_default()->reject(req);	/* the client may retry */
-		l->refused++;
+		refuse_locked(l, req);
 		return;
 	}
 	p->next = NULL;
@@ -276,8 +283,7 @@ static void pend_reject_locked(struct sdp_listen *l)
 		struct sdp_listen_pend *p = l->pend_head;
 
 		l->pend_head = p->next;
-		sdp_tp_default()->reject(p->req);
-		l->refused++;
+		refuse_locked(l, p->req);
 		free(p);
 	}
 	l->pend_tail = NULL;
@@ -291,8 +297,7 @@ static void handle_one(struct sdp_listen *l, struct sdp_conn_req *req,
 	 * TCP refuses, and a "both" client comes back over TCP
 	 * (socket/fdlimit.c). */
 	if (l->closed || (l->tcp_fd >= 0 && !sdp_conn_fd_budget_ok())) {
-		sdp_tp_default()->reject(req);
-		l->refused++;
+		refuse_locked(l, req);
 		return;
 	}
 	pend_drain_locked(l);
