@@ -32,7 +32,7 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC	0x314d48535044534cULL	/* "LSDPSHM1" */
-#define SHM_VERSION	2
+#define SHM_VERSION	3	/* 3: receives are tagged (shm_qp.c) */
 #define SHM_MAX_MR	256		/* rkey low byte = table index */
 #define SHM_MAX_DEPTH	65536		/* ring entries */
 #define SHM_MAX_REGION	(1u << 30)	/* receive region bytes */
@@ -50,6 +50,7 @@
 struct shm_rq_entry {			/* owner -> peer: a posted receive */
 	_Atomic uint32_t offset;	/* bytes into the receive region */
 	_Atomic uint32_t length;	/* bytes */
+	_Atomic uint32_t tag;		/* owner's record of it, < depth */
 };
 
 enum { SHM_CQE_OK = 0, SHM_CQE_LEN_ERR = 1 };
@@ -57,6 +58,7 @@ enum { SHM_CQE_OK = 0, SHM_CQE_LEN_ERR = 1 };
 struct shm_cq_entry {			/* peer -> owner: a receive completion */
 	_Atomic uint32_t byte_len;
 	_Atomic uint32_t status;	/* SHM_CQE_* */
+	_Atomic uint32_t tag;		/* which posted receive it filled */
 };
 
 struct shm_mr_entry {			/* owner -> peer, seqlock protected */
@@ -165,6 +167,12 @@ enum shm_state {		/* order matters: >= SHM_PASSIVE has a peer */
 struct shm_rwr {			/* private record of a posted receive */
 	uint64_t wr_id;
 	uint32_t length;
+	uint32_t seq;			/* rq_prod when posted (flush order) */
+	bool posted;
+};
+
+struct shm_avail {			/* a peer's posted receive, validated */
+	uint32_t offset, length, tag;
 };
 
 struct shm_mr {
@@ -193,8 +201,14 @@ struct shm_qp {
 					 * or -1; used and closed only under
 					 * the owner's lock */
 	uint32_t peer_cons;		/* peer receives consumed by my SENDs */
+	uint32_t peer_rd;		/* peer's rq entries read into avail */
+	struct shm_avail *avail;	/* [peer.depth] posted, unused; a stack:
+					 * the newest is used first */
+	uint32_t navail;
 
-	struct shm_rwr *rwr;		/* [me.depth], index = rq seq */
+	struct shm_rwr *rwr;		/* [me.depth], index = tag */
+	uint32_t *rwr_free;		/* [me.depth] stack of unposted tags */
+	uint32_t nfree;
 	uint32_t rq_prod;		/* receives posted */
 	uint32_t rq_done;		/* receive completions returned */
 	bool rx_bad;			/* completion ring no longer trusted */

@@ -9,12 +9,16 @@
  * a function pointer for NULL.
  *
  * Semantics follow an InfiniBand RC queue pair strictly:
- *  - A SEND consumes exactly one posted receive of the peer.  A SEND that finds
+ *  - A SEND consumes exactly one posted receive of the peer: which one is the
+ *    transport's choice (verbs: the oldest; shm: the newest, whose buffer is
+ *    still in cache), so the engine finds the data by the WC's wr_id and
+ *    never assumes an order among its posted receives.  A SEND that finds
  *    no posted receive is fatal for the QP (RNR retry count 0): the sender's WC
  *    has status SDP_WC_RNR_RETRY_EXC_ERR, both QPs go to the error state.
  *  - A SEND larger than the peer's posted buffer is fatal too
  *    (SDP_WC_REM_INV_REQ_ERR at the sender, SDP_WC_LOC_LEN_ERR at the receiver).
- *  - Completions come back in posting order per queue.
+ *  - Completions come back in posting order per queue (receive completions:
+ *    in the order of the peer's SENDs).
  *  - When a QP enters the error state (peer died, peer destroyed its QP, local
  *    error), every completion that was already delivered to this side stays
  *    pollable first; then every outstanding WR (posted receives included)

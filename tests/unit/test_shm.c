@@ -105,6 +105,14 @@ static uint32_t csum(const uint8_t *p, size_t n)
 	return h;
 }
 
+/* The buffer post_recvs() posted with this wr_id.  A SEND fills the
+ * newest posted receive (shm_qp.c), so tests find data by wr_id. */
+static uint8_t *recv_buf(struct sdp_qp *qp, uint64_t wr_id)
+{
+	return (uint8_t *)T->recv_region(qp)->addr +
+	       ((wr_id % 1000) % 16) * RBUF;
+}
+
 static int post_recvs(struct sdp_qp *qp, int first, int n, uint64_t id0)
 {
 	struct sdp_mr *r = T->recv_region(qp);
@@ -565,12 +573,11 @@ static void child_handshake(void *v)
 	/* Read the parent's reply, then disconnect gracefully. */
 	{
 		struct sdp_wc wc[2];
-		uint8_t *reg = T->recv_region(c)->addr;
 
 		CHECK_EQ(poll_n(c, wc, 1), 1);
 		CHECK_EQ(wc[0].status, SDP_WC_SUCCESS);
 		CHECK_EQ(wc[0].byte_len, 5);
-		CHECK(!memcmp(reg, "pong!", 5));
+		CHECK(!memcmp(recv_buf(c, wc[0].wr_id), "pong!", 5));
 	}
 	CHECK_EQ(T->disconnect(c), 0);
 	T->destroy_qp(c);
@@ -586,7 +593,6 @@ static void test_fork_handshake_and_send(void)
 	struct sdp_cm_event ev;
 	struct sdp_wc wc[16];
 	struct sdp_qp *s;
-	uint8_t *reg;
 	int n, bad = 0;
 
 	spawn(child_handshake, &a);
@@ -596,7 +602,6 @@ static void test_fork_handshake_and_send(void)
 	CHECK(!strcmp(hello, "hello from child"));
 	CHECK_EQ(T->addresses(s, &ad), 0);
 	CHECK_EQ(ntohs(((struct sockaddr_in *)&ad.local)->sin_port), a.port);
-	reg = T->recv_region(s)->addr;
 	n = poll_n(s, wc, 6);
 	CHECK_EQ(n, 6);
 	for (int i = 0; i < n; i++) {
@@ -604,10 +609,12 @@ static void test_fork_handshake_and_send(void)
 
 		for (uint32_t j = 0; j < sizes[i]; j++)
 			exp[j] = (uint8_t)(j * 31 + i);
-		CHECK_EQ(wc[i].wr_id, 2000 + i);
+		/* In send order, each in the newest receive still posted. */
+		CHECK_EQ(wc[i].wr_id, 2005 - i);
 		CHECK_EQ(wc[i].status, SDP_WC_SUCCESS);
 		CHECK_EQ(wc[i].byte_len, sizes[i]);
-		CHECK_EQ(csum(reg + i * RBUF, sizes[i]), csum(exp, sizes[i]));
+		CHECK_EQ(csum(recv_buf(s, wc[i].wr_id), sizes[i]),
+			 csum(exp, sizes[i]));
 	}
 	for (int r = 0; r < 100; r++) {
 		CHECK_EQ(post_recvs(s, (r * 8) % 16, 8, 0), 0);
@@ -616,7 +623,7 @@ static void test_fork_handshake_and_send(void)
 		CHECK_EQ(n, 8);
 		for (int i = 0; i < n; i++) {
 			const uint32_t *v = (const uint32_t *)
-				(reg + ((r * 8 + i) % 16) * RBUF);
+				recv_buf(s, wc[i].wr_id);
 
 			bad += wc[i].status != SDP_WC_SUCCESS ||
 			       wc[i].byte_len != 256 ||
@@ -667,9 +674,13 @@ static void test_peer_destroy(void)
 		CHECK_EQ(wc[0].byte_len, 5);
 		CHECK_EQ(wc[1].status, SDP_WC_SUCCESS);
 		CHECK_EQ(wc[1].byte_len, 6);
+		/* The SENDs took the newest receives; the flush returns the
+		 * rest oldest first. */
+		CHECK_EQ(wc[0].wr_id, 2004);
+		CHECK_EQ(wc[1].wr_id, 2003);
 		for (int i = 2; i < 5; i++) {
 			CHECK_EQ(wc[i].status, SDP_WC_WR_FLUSH_ERR);
-			CHECK_EQ(wc[i].wr_id, 2000 + i);
+			CHECK_EQ(wc[i].wr_id, 2000 + i - 2);
 		}
 		CHECK_EQ(T->get_event(s, &ev), 0);
 		CHECK_EQ(ev.type, SDP_CM_DISCONNECTED);
@@ -898,7 +909,7 @@ static void test_rdma(void)
 	T->query_caps(s, &caps);
 	CHECK_EQ(caps.rdma, 1);
 	CHECK_EQ(poll_n(s, wc, 1), 1);
-	memcpy(&info, T->recv_region(s)->addr, sizeof(info));
+	memcpy(&info, recv_buf(s, wc[0].wr_id), sizeof(info));
 	CHECK_EQ(T->reg_mr(s, buf, sizeof(buf), SDP_ACCESS_LOCAL_WRITE, &lmr), 0);
 
 	/* READ the whole MR in two SGEs. */
@@ -1028,9 +1039,11 @@ static void test_rnr_and_oversize(void)
 	CHECK_EQ(wc[0].status, SDP_WC_REM_INV_REQ_ERR);
 	CHECK_EQ(T->poll_cq(p.s, wc, 8), 3);
 	CHECK_EQ(wc[0].status, SDP_WC_LOC_LEN_ERR);
-	CHECK_EQ(wc[0].wr_id, 2000);
+	CHECK_EQ(wc[0].wr_id, 2002);		/* the newest */
 	CHECK_EQ(wc[1].status, SDP_WC_WR_FLUSH_ERR);
+	CHECK_EQ(wc[1].wr_id, 2000);
 	CHECK_EQ(wc[2].status, SDP_WC_WR_FLUSH_ERR);
+	CHECK_EQ(wc[2].wr_id, 2001);
 	pair_down(&p);
 
 	/* Misuse is refused at post time. */
@@ -1096,6 +1109,28 @@ static void test_corrupt_rings(void)
 	atomic_store(&SHM_QP(p.c)->peer.ctrl->cq_prod, 1);
 	CHECK_EQ(T->poll_cq(p.s, wc, 32), 1);
 	CHECK_EQ(wc[0].status, SDP_WC_GENERAL_ERR);
+	pair_down(&p);
+
+	/* 5b: completions naming a receive that is not posted: a tag past
+	 * the ring, then one the previous completion already returned. */
+	pair_up(&p, 0, 2);
+	atomic_store(&SHM_QP(p.c)->peer.cq[0].tag, 999);
+	atomic_store(&SHM_QP(p.c)->peer.cq[0].byte_len, 1);
+	atomic_store(&SHM_QP(p.c)->peer.ctrl->cq_prod, 1);
+	CHECK_EQ(T->poll_cq(p.s, wc, 32), 2);
+	CHECK_EQ(wc[0].status, SDP_WC_GENERAL_ERR);
+	CHECK_EQ(wc[0].wr_id, 2000);		/* reported as the oldest */
+	CHECK_EQ(wc[1].status, SDP_WC_WR_FLUSH_ERR);
+	pair_down(&p);
+	pair_up(&p, 0, 2);
+	CHECK_EQ(send_buf(p.c, 1, "x", 1, 0), 0);
+	atomic_store(&SHM_QP(p.c)->peer.cq[1].tag,
+		     atomic_load(&SHM_QP(p.c)->peer.cq[0].tag));
+	atomic_store(&SHM_QP(p.c)->peer.cq[1].byte_len, 1);
+	atomic_store(&SHM_QP(p.c)->peer.ctrl->cq_prod, 2);
+	CHECK_EQ(T->poll_cq(p.s, wc, 32), 2);
+	CHECK_EQ(wc[0].status, SDP_WC_SUCCESS);
+	CHECK_EQ(wc[1].status, SDP_WC_GENERAL_ERR);
 	pair_down(&p);
 
 	/* 6: a torn/odd MR table entry never validates. */
