@@ -296,8 +296,8 @@ struct sdp_transport_ops {
 	const _Atomic uint32_t *(*app_arrivals)(struct sdp_qp *qp);
 
 	/* Optional: where the next SEND's bytes will land, when that is
-	 * memory this process can write (shm: the peer's next posted
-	 * receive buffer); NULL when there is none or no such memory.
+	 * memory this process can write (shm: the newest of the peer's
+	 * posted receive buffers); NULL when there is none or no such memory.
 	 * *cap is its size.  The caller may put a message's payload there
 	 * before it posts the SEND: an SGE whose address is where its bytes
 	 * are to land is not copied.  Valid until the next post on the QP,
