@@ -268,6 +268,8 @@ struct sdp_conn {
 	struct sdp_conn *next, *prev;	/* progress registry list */
 	struct sdp_conn *timer_next;	/* progress timer list */
 	unsigned in_timer:1;
+	unsigned timer_full:1;		/* armed for more than a hold's
+					 * deadline (progress.c) */
 	struct sdp_conn *acc_next;	/* listener accept queue */
 
 	struct sdp_conn_stats stats;

@@ -249,8 +249,13 @@ static void release_listeners(void)
 }
 
 /* P.lock held: put c on the timer list once (the list holds a reference). */
-static void timer_list_add_locked(struct sdp_conn *c)
+/* `full`: the connection needs a full service when the list is taken
+ * (progress, doorbells, an orphan's end).  Without it, it is only a
+ * hold's deadline (Nagle, cork), which costs nothing until it is due. */
+static void timer_list_add_locked(struct sdp_conn *c, int full)
 {
+	if (full)
+		c->timer_full = 1;
 	if (c->in_timer || !c->registered)
 		return;
 	sdp_conn_get(c);
@@ -264,7 +269,7 @@ void sdp_progress_arm_timer_at(struct sdp_conn *c, uint64_t deadline_ns)
 	int wake;
 
 	pthread_mutex_lock(&P.lock);
-	timer_list_add_locked(c);
+	timer_list_add_locked(c, 0);
 	wake = deadline_ns < P.wake_at;
 	if (!P.wake_at && (!P.lazy_min || deadline_ns < P.lazy_min))
 		P.lazy_min = deadline_ns;	/* seen before it sleeps */
@@ -276,7 +281,7 @@ void sdp_progress_arm_timer_at(struct sdp_conn *c, uint64_t deadline_ns)
 void sdp_progress_arm_timer(struct sdp_conn *c)
 {
 	pthread_mutex_lock(&P.lock);
-	timer_list_add_locked(c);
+	timer_list_add_locked(c, 1);
 	pthread_mutex_unlock(&P.lock);
 	/* The progress thread itself recomputes its timeout after every
 	 * batch: waking it from there would make it spin while a timer (an
@@ -365,6 +370,23 @@ static int service_conn(struct sdp_conn *c, uint64_t now)
 	return release;
 }
 
+/* Only a hold's deadline armed the timer: is it due?  If not, keep it
+ * on the list and in `nearest`. */
+static int hold_due(struct sdp_conn *c, uint64_t now, uint64_t *nearest)
+{
+	uint64_t d;
+
+	pthread_mutex_lock(&c->lock);
+	d = c->nagle_deadline_ns;
+	if (d && now < d && c->registered) {
+		sdp_progress_arm_timer_at(c, d);
+		if (!*nearest || d < *nearest)
+			*nearest = d;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return d && now >= d;
+}
+
 static uint64_t service_timers(uint64_t now, struct sdp_conn **release,
 			       int *nrelease, int max)
 {
@@ -372,6 +394,7 @@ static uint64_t service_timers(uint64_t now, struct sdp_conn **release,
 	uint64_t nearest = 0;
 
 	struct sdp_conn *snap[256];
+	unsigned char full[256];
 	int ns = 0, si;
 
 	pthread_mutex_lock(&P.lock);
@@ -381,6 +404,8 @@ static uint64_t service_timers(uint64_t now, struct sdp_conn **release,
 		next = c->timer_next;
 		c->in_timer = 0;
 		if (ns < 256) {
+			full[ns] = c->timer_full;
+			c->timer_full = 0;
 			snap[ns++] = c;
 		} else {	/* keep the rest for the next round */
 			c->in_timer = 1;
@@ -394,6 +419,13 @@ static uint64_t service_timers(uint64_t now, struct sdp_conn **release,
 		uint64_t d;
 
 		c = snap[si];
+		/* A hold that is not due (or was released by a send since:
+		 * nginx corks every response) needs no service: servicing
+		 * costs three syscalls per connection. */
+		if (!full[si] && !hold_due(c, now, &nearest)) {
+			sdp_conn_put(c);
+			continue;
+		}
 		if (*nrelease < max && service_conn(c, now))
 			release[(*nrelease)++] = c;
 		pthread_mutex_lock(&c->lock);
