@@ -20,6 +20,8 @@
 # BENCH_ZC_ONLY=1: only the socat rows and ib_read_bw.
 # BENCH_LAT_ONLY=1: only the ping-pong rows (SDP with and without the verbs
 # wait spin, SDP_VERBS_SPIN_US=0, in the same boot; TCP; ib_send_lat).
+# BENCH_RST_ONLY=1: only rstream, SDP against rsockets (the issue's parity
+# target), and the sockperf ping-pong row.
 set -u
 B=${1:-build} R=${2:-3}
 A=10.99.0.1 S=10.99.0.2
@@ -89,7 +91,7 @@ pt() { # perftest binary size -> Gbit/s (or usec for _lat)
 }
 rst() { # mode size count -> usec per transfer (64 B) or Gbit/s
 	local w=env o="-T s"
-	case $1 in sdp) w=$RUN ;; sdpz) w="env SDP_ZCOPY_THRESH=65536 $RUN" ;; rs) o= ;; esac
+	case $1 in sdp) w=$RUN ;; sdpx) w="env SDP_VERBS_EXP=1 $RUN" ;; sdpz) w="env SDP_ZCOPY_THRESH=65536 $RUN" ;; rs) o= ;; esac
 	timeout $((T + 30)) $w rstream $o -b $S -p 7471 -S "$2" -C "$3" >/dev/null 2>&1 & local sp=$!
 	sleep 1
 	timeout $((T + 25)) $w rstream $o -s $S -b $A -p 7471 -S "$2" -C "$3" 2>/dev/null |
@@ -111,7 +113,7 @@ if [ -n "${BENCH_ZC_ONLY:-}" ]; then
 	echo; echo "ZCopy check (largest zcopy_tx sdpstat saw in each socat run):"; cat $ZLOG 2>/dev/null
 	exit 0
 fi
-[ -n "${BENCH_LAT_ONLY:-}" ] && sizes= || sizes="65536 262144 1048576"
+[ -n "${BENCH_LAT_ONLY:-}${BENCH_RST_ONLY:-}" ] && sizes= || sizes="65536 262144 1048576"
 for size in $sizes; do
 	for m in sdp tcp; do
 		res[$m,$size]=$(for i in $(seq $R); do bw $m $size; done | med)
@@ -124,9 +126,13 @@ for size in $sizes; do
 done
 for m in sdp tcp; do res[$m,lat]=$(for i in $(seq $R); do lat $m; done | med); done
 res[nospin,lat]=$(for i in $(seq $R); do SDP_VERBS_SPIN_US=0 lat sdp; done | med)
-res[raw,lat]=$(for i in $(seq $R); do pt ib_send_lat 64; done | med)
+[ -z "${BENCH_RST_ONLY:-}" ] &&
+	res[raw,lat]=$(for i in $(seq $R); do pt ib_send_lat 64; done | med)
 # rstream: 32 MiB per bandwidth run (~2 s at 0.15 Gbit/s), 2000 ping-pongs.
-[ -n "${BENCH_LAT_ONLY:-}" ] && rsm= || rsm="sdp sdpz rs tcp"
+rsm="sdp sdpz rs tcp"
+[ -n "${BENCH_LAT_ONLY:-}" ] && rsm=
+[ -n "${BENCH_RST_ONLY:-}" ] && rsm="sdp rs"
+[ -n "${BENCH_RST_ONLY:-}" ] && [ -n "${BENCH_EXP:-}" ] && rsm="sdp sdpx rs"
 for m in $rsm; do
 	res[rst,$m,64]=$(for i in $(seq $R); do rst $m 64 2000; done | med)
 	res[rst,$m,65536]=$(for i in $(seq $R); do rst $m 65536 512; done | med)
@@ -136,6 +142,17 @@ if [ -n "${BENCH_LAT_ONLY:-}" ]; then
 	echo "| ping-pong 64 B (usec) | SDP | SDP, SDP_VERBS_SPIN_US=0 | kernel TCP | ib_send_lat |"
 	echo "|---|---|---|---|---|"
 	echo "| sockperf / perftest | ${res[sdp,lat]} | ${res[nospin,lat]} | ${res[tcp,lat]} | ${res[raw,lat]} |"
+	exit 0
+fi
+if [ -n "${BENCH_RST_ONLY:-}" ]; then
+	echo "| | SDP | rsockets | SDP vs rsockets (>1: SDP better) |"
+	echo "|---|---|---|---|"
+	echo "| rstream 64 B ping-pong (usec/xfer) | ${res[rst,sdp,64]} | ${res[rst,rs,64]} | $(ratio "${res[rst,rs,64]}" "${res[rst,sdp,64]}") |"
+	[ -n "${BENCH_EXP:-}" ] && echo "| exp | ${res[rst,sdpx,64]} | ${res[rst,sdpx,65536]} | ${res[rst,sdpx,1048576]} |"
+	for size in 65536 1048576; do
+		echo "| rstream $((size / 1024)) KiB (Gbit/s) | ${res[rst,sdp,$size]} | ${res[rst,rs,$size]} | $(ratio "${res[rst,sdp,$size]}" "${res[rst,rs,$size]}") |"
+	done
+	echo "| sockperf 64 B ping-pong (usec): SDP, no spin, TCP | ${res[sdp,lat]} | ${res[nospin,lat]} | ${res[tcp,lat]} |"
 	exit 0
 fi
 echo "| message | iperf3 SDP (Gbit/s) | iperf3 kernel TCP | socat SDP BCopy | socat SDP ZCopy | socat kernel TCP | ib_send_bw | ib_read_bw | SDP/TCP (iperf3) | ZCopy/RDMA READ |"

@@ -19,10 +19,13 @@ static struct {
 	int n;
 } T = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
+__thread int sdp_in_lib_thread;
+
 void sdp_lib_thread_started(void)
 {
 	pid_t me = getpid();
 
+	sdp_in_lib_thread = 1;
 	pthread_mutex_lock(&T.lock);
 	if (T.pid != me) {
 		T.pid = me;

@@ -11,6 +11,8 @@
 
 /* Called by a library thread when it starts running. */
 void sdp_lib_thread_started(void);
+/* Nonzero in libsdp's own threads (set by sdp_lib_thread_started). */
+extern __thread int sdp_in_lib_thread;
 /* Library threads started in this process (a fork child has none until it
  * starts its own; a thread created but not yet running is not counted, so
  * callers err on the side of "the application has other threads"). */

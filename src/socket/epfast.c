@@ -59,6 +59,7 @@
 #include "engine/conn.h"
 #include "engine/real.h"
 #include "socket/sock.h"
+#include "transport/multi.h"
 #include "transport/transport.h"
 
 #define EP_MAX_FD 65536		/* epoll descriptors tracked (by number) */
@@ -530,9 +531,9 @@ static void conn_seen(struct sdp_conn *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
-static int kernel_wait(int ep, struct epoll_event *ev, int max, int tmo,
-		       const struct timespec *ts, const sigset_t *mask,
-		       int kind)
+static int kernel_wait_now(int ep, struct epoll_event *ev, int max, int tmo,
+			   const struct timespec *ts, const sigset_t *mask,
+			   int kind)
 {
 	struct timespec zero = { 0, 0 };
 
@@ -546,6 +547,36 @@ static int kernel_wait(int ep, struct epoll_event *ev, int max, int tmo,
 					 mask);
 	}
 }
+
+static int kernel_wait(int ep, struct epoll_event *ev, int max, int tmo,
+		       const struct timespec *ts, const sigset_t *mask,
+		       int kind)
+{
+	int token, n, e;
+
+	if (tmo == 0)
+		return kernel_wait_now(ep, ev, max, 0, ts, mask, kind);
+	token = sdp_tp_app_sleep_begin();
+	n = kernel_wait_now(ep, ev, max, tmo, ts, mask, kind);
+	e = errno;
+	sdp_tp_app_sleep_end(token);
+	errno = e;
+	return n;
+}
+
+/* poll/select with a timeout that is not zero: a sleep (multi.h). */
+#define AS_APP_SLEEP(zero_timeout, call)				\
+	do {								\
+		int token_, r_, e_;					\
+		if (zero_timeout)					\
+			return call;					\
+		token_ = sdp_tp_app_sleep_begin();			\
+		r_ = call;						\
+		e_ = errno;						\
+		sdp_tp_app_sleep_end(token_);				\
+		errno = e_;						\
+		return r_;						\
+	} while (0)
 
 /* Merge kernel events ev[k..k+n) into the user ones ev[0..k) by data. */
 static int merge(struct epoll_event *ev, int k, int n)
@@ -763,7 +794,7 @@ SDP_EXPORT int poll(struct pollfd *p, nfds_t n, int tmo)
 {
 	ep_init();
 	poll_demote(p, n);
-	return real_poll(p, n, tmo);
+	AS_APP_SLEEP(tmo == 0, real_poll(p, n, tmo));
 }
 
 SDP_EXPORT int __poll_chk(struct pollfd *p, nfds_t n, int tmo, size_t len)
@@ -777,7 +808,8 @@ SDP_EXPORT int ppoll(struct pollfd *p, nfds_t n, const struct timespec *ts,
 {
 	ep_init();
 	poll_demote(p, n);
-	return real_ppoll(p, n, ts, mask);
+	AS_APP_SLEEP(ts && !ts->tv_sec && !ts->tv_nsec,
+		     real_ppoll(p, n, ts, mask));
 }
 
 SDP_EXPORT int __ppoll_chk(struct pollfd *p, nfds_t n,
@@ -793,7 +825,8 @@ SDP_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e,
 {
 	ep_init();
 	select_demote(nfds, r, w, e);
-	return real_select(nfds, r, w, e, tv);
+	AS_APP_SLEEP(tv && !tv->tv_sec && !tv->tv_usec,
+		     real_select(nfds, r, w, e, tv));
 }
 
 SDP_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
@@ -801,7 +834,8 @@ SDP_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
 {
 	ep_init();
 	select_demote(nfds, r, w, e);
-	return real_pselect(nfds, r, w, e, ts, mask);
+	AS_APP_SLEEP(ts && !ts->tv_sec && !ts->tv_nsec,
+		     real_pselect(nfds, r, w, e, ts, mask));
 }
 
 /* ---- fork ------------------------------------------------------------------------- */

@@ -24,11 +24,34 @@
 #define MULTI_BIND_TRIES 16
 
 #ifdef SDP_HAVE_VERBS
+int sdp_verbs_app_sleep_begin(void);
+void sdp_verbs_app_sleep_end(int token);
+
 static const struct sdp_transport_ops *verbs_ops(void)
 {
 	return sdp_verbs_available() == 0 ? sdp_verbs_transport.ops : NULL;
 }
+
+int sdp_tp_app_sleep_begin(void)
+{
+	return sdp_verbs_app_sleep_begin();
+}
+
+void sdp_tp_app_sleep_end(int token)
+{
+	sdp_verbs_app_sleep_end(token);
+}
 #else
+int sdp_tp_app_sleep_begin(void)
+{
+	return 0;
+}
+
+void sdp_tp_app_sleep_end(int token)
+{
+	(void)token;
+}
+
 int sdp_verbs_available(void)
 {
 	return -ENOSYS;

@@ -22,6 +22,13 @@ extern const struct sdp_transport sdp_verbs_transport;
 /* 0 when the verbs transport can be used, else why not (-ENODEV, ...). */
 int sdp_verbs_available(void);
 
+/* An application thread is about to sleep in poll/select/epoll: transports
+ * that let their completion notification lapse while the application
+ * polls (verbs) must re-arm it now.  Pass what begin returned to end when
+ * the thread is back. */
+int sdp_tp_app_sleep_begin(void);
+void sdp_tp_app_sleep_end(int token);
+
 /* The ops that own the port space (bind/listen/requests) in this process. */
 const struct sdp_transport_ops *sdp_tp_select_default(void);
 

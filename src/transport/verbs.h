@@ -68,6 +68,13 @@
  * never spins).  SDP_VERBS_SPIN_US overrides; 0 switches it off. */
 #define VB_SPIN_US	200
 #define VB_SPIN_RECENT_MS 100
+/* After an application thread polled the shared CQ, it stays unarmed this
+ * long (verbs_dev.c, "Arming the shared CQ"): that thread will likely poll
+ * it again.  Longer than a scheduler time slice, so that a poller that was
+ * preempted for one does not find the CQ armed again (1 ms: soft-RoCE
+ * streams ran at 0.24-0.38 Gbit/s, bimodal; 10 ms: 0.44-0.46).
+ * SDP_VERBS_REARM_MS overrides; 0 re-arms at once (the old behaviour). */
+#define VB_REARM_GRACE_MS 10
 
 /* Hardware wr_id: | slot:20 | gen:12 | recv:1 | index:31 | */
 #define VB_WRID(slot, gen, recv, idx) \
@@ -95,6 +102,13 @@ struct vb_dev {
 
 	pthread_mutex_t lock;		/* CQ polling, table, cq_used */
 	int cq_cap, cq_used;		/* CQ entries, reserved by QPs */
+	/* The CQ will raise a completion event (written under lock). */
+	_Atomic bool cq_armed;
+	_Atomic uint32_t spinners;	/* threads polling it in wait() */
+	_Atomic uint32_t sleepers;	/* threads asleep in wait() */
+	/* When an application thread last polled the CQ (a spin in wait(),
+	 * a poll_cq): a thread that polls will likely poll again. */
+	_Atomic uint64_t polled_ns;
 	struct vb_qp **tab;		/* slot -> QP (NULL = free) */
 	uint32_t *tab_gen;
 	uint32_t ntab;
@@ -157,7 +171,8 @@ struct vb_qp {
 	struct sdp_tp_addr addr;
 
 	_Atomic uint32_t seq;		/* futex: news for this QP */
-	_Atomic uint32_t waiters;
+	_Atomic uint32_t waiters;	/* asleep in wait() */
+	_Atomic uint32_t spinners;	/* polling in wait() */
 	_Atomic uint32_t armed;		/* req_notify() wants an evfd write */
 	_Atomic uint64_t news_ns;	/* last completion (spin in wait) */
 	int evfd;
@@ -195,6 +210,10 @@ struct vb_global {
 	int state;			/* 0: not yet, 1: up, <0: failed */
 	uint8_t ack_timeout;		/* QP local ACK timeout exponent */
 	uint32_t spin_ns;		/* wait(): bounded CQ polling */
+	uint64_t rearm_ns;		/* VB_REARM_GRACE_MS */
+	_Atomic uint32_t unarmed;	/* devices whose CQ is not armed */
+	/* Application threads asleep in poll/select/epoll (app_sleep). */
+	_Atomic uint32_t app_sleepers;
 	pthread_mutex_t init_lock;
 	struct rdma_event_channel *cm;
 	int epfd;
@@ -217,9 +236,11 @@ void sdp__verbs_orphan(struct vb_qp *qp);
 int sdp__verbs_dev_attach(struct vb_dev *d, struct vb_qp *qp, int entries);
 void sdp__verbs_dev_detach(struct vb_dev *d, struct vb_qp *qp, int entries);
 void sdp__verbs_dev_drain(struct vb_dev *d);
+void sdp__verbs_dev_drain_for(struct vb_qp *qp);
 bool sdp__verbs_dev_try_drain(struct vb_dev *d);
 uint64_t sdp__verbs_now_ns(void);
 void sdp__verbs_bump(struct vb_qp *qp);
+void sdp__verbs_bump_completion(struct vb_qp *qp);
 void sdp__verbs_push_event(struct vb_qp *qp, enum sdp_cm_event_type type,
 			   int err, const void *priv, uint32_t priv_len);
 uint32_t sdp__verbs_wait_seq(struct sdp_qp *qp);

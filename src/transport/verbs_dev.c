@@ -8,10 +8,24 @@
  * Producer/consumer: completions are produced by the device into the shared
  * CQ; whoever holds dev->lock drains it (the event thread when the channel
  * fires, or any poll_cq caller) and moves each one into its QP's software CQ,
- * where only that QP's poll_cq consumes it.  The shared CQ stays armed at all
- * times, so a completion nobody polls for still wakes the event thread, which
- * wakes the QP's waiters and (if armed) its eventfd: nothing can be missed by
- * a sleeper that followed the wait_seq()/req_notify() rules.
+ * where only that QP's poll_cq consumes it.  The shared CQ is armed whenever
+ * nobody polls it, so a completion nobody polls for still wakes the event
+ * thread, which wakes the QP's waiters and (if armed) its eventfd: nothing
+ * can be missed by a sleeper that followed the wait_seq()/req_notify() rules.
+ *
+ * Arming the shared CQ.  An armed CQ raises one event for the next
+ * completion, and that event costs the event thread a wake-up, three
+ * syscalls and the device lock, on the CPUs the application and (soft-RoCE)
+ * the emulated NIC need.  A thread spinning in wait() polls the CQ anyway,
+ * so an event thread that finds one spinning does not re-arm; nor for
+ * VB_REARM_GRACE_MS after a spin, because a thread in a request/response
+ * exchange spins again within that time.  The CQ is armed again by:
+ *  - a thread about to sleep in wait() (before its last look at the CQ);
+ *  - the event thread when an event finds a sleeper in wait();
+ *  - the event thread's timer, VB_REARM_GRACE_MS after the last spin.
+ * So news that no thread polls for waits at most that long: this is what a
+ * process with a busy blocking thread pays in its other (epoll-driven)
+ * connections, and only while that thread spins.
  */
 #include "transport/verbs.h"
 #include "engine/libthreads.h"
@@ -46,6 +60,31 @@ static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val,
 
 /* ---- event thread ---------------------------------------------------------- */
 
+static void drain_locked(struct vb_dev *d);
+
+/* d->lock held: may the CQ stay unarmed, because an application thread
+ * polls it or will soon?  Not while a thread sleeps in wait() or in the
+ * application's poll/select/epoll (app_sleep). */
+static bool rearm_may_wait(struct vb_dev *d, uint64_t now)
+{
+	return !atomic_load(&d->sleepers) &&
+	       !atomic_load(&sdp__vb.app_sleepers) &&
+	       (atomic_load(&d->spinners) ||
+		now - atomic_load(&d->polled_ns) <
+		sdp__vb.rearm_ns);
+}
+
+/* d->lock held: arm the CQ if it is not, then look at it (a completion
+ * that came before the arm raises no event). */
+static void arm_locked(struct vb_dev *d)
+{
+	if (!atomic_load(&d->cq_armed) && ibv_req_notify_cq(d->cq, 0) == 0) {
+		atomic_store(&d->cq_armed, true);
+		atomic_fetch_sub(&sdp__vb.unarmed, 1);
+	}
+	drain_locked(d);
+}
+
 static void cq_event(struct vb_dev *d)
 {
 	struct ibv_cq *cq;
@@ -53,9 +92,88 @@ static void cq_event(struct vb_dev *d)
 
 	while (ibv_get_cq_event(d->ch, &cq, &ctx) == 0)
 		ibv_ack_cq_events(cq, 1);
-	/* Re-arm first, then drain: a completion after the drain fires again. */
-	ibv_req_notify_cq(d->cq, 0);
-	sdp__verbs_dev_drain(d);
+	pthread_mutex_lock(&d->lock);
+	/* The event consumed the arm. */
+	if (atomic_exchange(&d->cq_armed, false))
+		atomic_fetch_add(&sdp__vb.unarmed, 1);
+	if (rearm_may_wait(d, sdp__verbs_now_ns()))
+		drain_locked(d);
+	else
+		arm_locked(d);
+	pthread_mutex_unlock(&d->lock);
+}
+
+static void arm_all(void)
+{
+	struct vb_dev *d;
+
+	pthread_mutex_lock(&sdp__vb.lock);
+	d = sdp__vb.devs;
+	pthread_mutex_unlock(&sdp__vb.lock);
+	for (; d; d = d->next) {	/* devices are never freed */
+		if (atomic_load(&d->cq_armed))
+			continue;
+		pthread_mutex_lock(&d->lock);
+		arm_locked(d);
+		pthread_mutex_unlock(&d->lock);
+	}
+}
+
+/* An application thread is about to sleep in poll/select/epoll (begin),
+ * or is back (end, with what begin returned).  While one sleeps, every CQ
+ * is armed: its news may be what that thread waits for, through the
+ * progress thread. */
+int sdp_verbs_app_sleep_begin(void)
+{
+	/* Our own threads' epoll_wait goes through the interposed one too. */
+	if (sdp_in_lib_thread ||
+	    __atomic_load_n(&sdp__vb.state, __ATOMIC_ACQUIRE) != 1)
+		return 0;
+	atomic_fetch_add(&sdp__vb.app_sleepers, 1);
+	if (atomic_load(&sdp__vb.unarmed))
+		arm_all();
+	return 1;
+}
+
+void sdp_verbs_app_sleep_end(int token)
+{
+	if (token)
+		atomic_fetch_sub(&sdp__vb.app_sleepers, 1);
+}
+
+/* The event thread's timer: arm every CQ left unarmed once nobody has
+ * polled it for VB_REARM_GRACE_MS.  Returns the epoll timeout until the
+ * next look (ms, -1: none needed). */
+static int rearm_idle_cqs(void)
+{
+	struct vb_dev *d;
+	uint64_t now, left, since;
+	int tmo = -1, t;
+
+	if (!atomic_load(&sdp__vb.unarmed))
+		return -1;
+	pthread_mutex_lock(&sdp__vb.lock);
+	d = sdp__vb.devs;
+	pthread_mutex_unlock(&sdp__vb.lock);
+	for (; d; d = d->next) {	/* devices are never freed */
+		if (atomic_load(&d->cq_armed))
+			continue;
+		pthread_mutex_lock(&d->lock);
+		now = sdp__verbs_now_ns();
+		if (!rearm_may_wait(d, now)) {
+			arm_locked(d);
+		} else {
+			left = sdp__vb.rearm_ns;
+			since = now - atomic_load(&d->polled_ns);
+			if (!atomic_load(&d->spinners) && since < left)
+				left -= since;
+			t = (int)((left + 999999) / 1000000);
+			if (tmo < 0 || t < tmo)
+				tmo = t;
+		}
+		pthread_mutex_unlock(&d->lock);
+	}
+	return tmo;
 }
 
 static void cm_events(void)
@@ -162,7 +280,7 @@ static void *event_thread(void *arg)
 	struct epoll_event ev[16];
 	struct vb_dev *d;
 	bool down;
-	int n, i;
+	int n, i, tmo;
 
 	(void)arg;
 	sdp_lib_thread_started();
@@ -171,7 +289,10 @@ static void *event_thread(void *arg)
 		for (down = false, d = sdp__vb.devs; d; d = d->next)
 			down |= d->down_since_ms != 0;
 		pthread_mutex_unlock(&sdp__vb.lock);
-		n = epoll_wait(sdp__vb.epfd, ev, 16, down ? 100 : -1);
+		tmo = rearm_idle_cqs();
+		if (down && (tmo < 0 || tmo > 100))
+			tmo = 100;
+		n = epoll_wait(sdp__vb.epfd, ev, 16, tmo);
 		for (i = 0; i < n; i++) {
 			uintptr_t p = (uintptr_t)ev[i].data.ptr;
 
@@ -223,6 +344,10 @@ static int vb_start(void)
 	sdp__vb.ack_timeout = VB_ACK_TIMEOUT;
 	if (env && *env && atoi(env) >= 1 && atoi(env) <= 31)
 		sdp__vb.ack_timeout = (uint8_t)atoi(env);
+	env = getenv("SDP_VERBS_REARM_MS");
+	sdp__vb.rearm_ns = VB_REARM_GRACE_MS * 1000000ull;
+	if (env && *env && atoi(env) >= 0 && atoi(env) <= 10000)
+		sdp__vb.rearm_ns = (uint64_t)atoi(env) * 1000000ull;
 	env = getenv("SDP_VERBS_SPIN_US");
 	sdp__vb.spin_ns = VB_SPIN_US * 1000u;
 	if (env && *env && atoi(env) >= 0 && atoi(env) <= 1000000)
@@ -312,6 +437,8 @@ static void vb_atfork_child(void)
 		close(d->ctx->cmd_fd);
 	}
 	sdp__vb.devs = NULL;
+	sdp__vb.unarmed = 0;
+	sdp__vb.app_sleepers = 0;	/* the sleepers were other threads */
 	sdp__vb.cm = NULL;
 	sdp__vb.epfd = -1;
 	sdp__vb.err = 0;
@@ -385,6 +512,7 @@ static int dev_open(struct rdma_cm_id *id, struct vb_dev **out)
 		r = -EIO;
 		goto err;
 	}
+	atomic_store(&d->cq_armed, true);
 	ev.data.ptr = d;
 	if (epoll_ctl(sdp__vb.epfd, EPOLL_CTL_ADD, d->ch->fd, &ev) < 0) {
 		r = -errno;
@@ -521,6 +649,21 @@ void sdp__verbs_dev_drain(struct vb_dev *d)
 	pthread_mutex_unlock(&d->lock);
 }
 
+/* The QP whose poll_cq drains in this thread (bump_completion). */
+static __thread struct vb_qp *polling_qp;
+
+/* poll_cq: drain for `qp`.  Its own completions need no progress-thread
+ * wake-up: this thread takes them in now.  An application thread that
+ * polls is likely to poll again (rearm_may_wait). */
+void sdp__verbs_dev_drain_for(struct vb_qp *qp)
+{
+	if (!sdp_in_lib_thread)
+		atomic_store(&qp->dev->polled_ns, sdp__verbs_now_ns());
+	polling_qp = qp;
+	sdp__verbs_dev_drain(qp->dev);
+	polling_qp = NULL;
+}
+
 /* For spinners: whoever holds the lock is draining already, and a busy
  * poller must not queue up behind it.  False if it did not get the lock. */
 bool sdp__verbs_dev_try_drain(struct vb_dev *d)
@@ -534,19 +677,44 @@ bool sdp__verbs_dev_try_drain(struct vb_dev *d)
 
 /* ---- waking and waiting ------------------------------------------------------ */
 
-/* Something happened on `qp`: tell sleepers and the armed progress fd. */
-void sdp__verbs_bump(struct vb_qp *qp)
+static void ring_evfd(struct vb_qp *qp)
 {
 	uint64_t one = 1;
 
-	atomic_fetch_add(&qp->seq, 1);
-	if (atomic_load(&qp->waiters))
-		futex(&qp->seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
 	if (atomic_exchange(&qp->armed, 0)) {
 		if (write(qp->evfd, &one, sizeof(one)) < 0) {
 			/* eventfd full: it is readable anyway */
 		}
 	}
+}
+
+/* Something happened on `qp` (an event, an error, a kick): tell sleepers
+ * and the armed progress fd. */
+void sdp__verbs_bump(struct vb_qp *qp)
+{
+	atomic_fetch_add(&qp->seq, 1);
+	if (atomic_load(&qp->waiters))
+		futex(&qp->seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+	ring_evfd(qp);
+}
+
+/* A completion for `qp`.  Who takes it in:
+ *  - a thread in wait() on it, asleep or spinning: it polls the CQ when it
+ *    returns (the engine's rule: wait() returns 0 when `seq` moved, and
+ *    the caller polls);
+ *  - the thread whose poll_cq on this QP is draining right now.
+ * Either way the progress thread is not rung as well: one wake-up per
+ * message, as shm does, and none for a thread that polls.  Its arm stays
+ * set for the next completion nobody takes in. */
+void sdp__verbs_bump_completion(struct vb_qp *qp)
+{
+	atomic_fetch_add(&qp->seq, 1);
+	if (atomic_load(&qp->waiters)) {
+		futex(&qp->seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+		return;
+	}
+	if (qp != polling_qp && !atomic_load(&qp->spinners))
+		ring_evfd(qp);
 }
 
 void sdp__verbs_push_event(struct vb_qp *qp, enum sdp_cm_event_type type,
@@ -588,24 +756,36 @@ uint32_t sdp__verbs_wait_seq(struct sdp_qp *q)
 static bool spin_for_news(struct vb_qp *qp, uint32_t seq)
 {
 	uint64_t now = sdp__verbs_now_ns(), end;
+	struct vb_dev *d = qp->dev;
+	bool news = false;
 
-	if (!sdp__vb.spin_ns || !qp->dev ||
+	if (!sdp__vb.spin_ns || !d ||
 	    now - atomic_load(&qp->news_ns) > VB_SPIN_RECENT_MS * 1000000ull)
 		return false;
+	/* Counted before the first look: a completion from here on needs
+	 * neither the progress thread nor a CQ event. */
+	atomic_fetch_add(&qp->spinners, 1);
+	atomic_fetch_add(&d->spinners, 1);
 	end = now + sdp__vb.spin_ns;
 	do {
-		sdp__verbs_dev_try_drain(qp->dev);
-		if (atomic_load(&qp->seq) != seq)
-			return true;
+		sdp__verbs_dev_try_drain(d);
+		if (atomic_load(&qp->seq) != seq) {
+			news = true;
+			break;
+		}
 		__builtin_ia32_pause();
-	} while (sdp__verbs_now_ns() < end);
-	return false;
+	} while ((now = sdp__verbs_now_ns()) < end);
+	atomic_store(&d->polled_ns, now);
+	atomic_fetch_sub(&d->spinners, 1);
+	atomic_fetch_sub(&qp->spinners, 1);
+	return news;
 }
 
 int sdp__verbs_wait(struct sdp_qp *q, uint32_t seq, int timeout_ms)
 {
 	struct vb_qp *qp = VB_QP(q);
 	struct timespec ts, *tsp = NULL;
+	struct vb_dev *d;
 	long r;
 
 	if (timeout_ms >= 0) {
@@ -617,16 +797,37 @@ int sdp__verbs_wait(struct sdp_qp *q, uint32_t seq, int timeout_ms)
 		sdp__verbs_orphan(qp);	/* its flush is the news */
 		return 0;
 	}
-	if (timeout_ms != 0 && spin_for_news(qp, seq))
+	if (timeout_ms == 0) {		/* a look, no sleep: no arm */
+		if (qp->dev)
+			sdp__verbs_dev_drain(qp->dev);
+		return atomic_load(&qp->seq) != seq ? 0 : -ETIMEDOUT;
+	}
+	if (spin_for_news(qp, seq))
 		return 0;
 	atomic_fetch_add(&qp->waiters, 1);
-	/* Completions already in the shared CQ are news too. */
-	if (qp->dev && atomic_load(&qp->seq) == seq)
-		sdp__verbs_dev_drain(qp->dev);
+	/* Read once: a connecting QP gets its device while it sleeps. */
+	d = __atomic_load_n(&qp->dev, __ATOMIC_ACQUIRE);
+	if (d) {
+		/* A sleeper needs the CQ armed; then completions already in
+		 * it are news too. */
+		atomic_fetch_add(&d->sleepers, 1);
+		if (atomic_load(&qp->seq) == seq) {
+			pthread_mutex_lock(&d->lock);
+			arm_locked(d);
+			pthread_mutex_unlock(&d->lock);
+		}
+	}
 	r = 0;
 	if (atomic_load(&qp->seq) == seq)
 		r = futex(&qp->seq, FUTEX_WAIT_PRIVATE, seq, tsp);
+	if (d)
+		atomic_fetch_sub(&d->sleepers, 1);
 	atomic_fetch_sub(&qp->waiters, 1);
+	/* News wins over a timeout or a signal: its completion skipped the
+	 * progress thread because we were waiting (bump_completion), so the
+	 * caller must poll. */
+	if (atomic_load(&qp->seq) != seq)
+		return 0;
 	if (r < 0 && errno == ETIMEDOUT)
 		return -ETIMEDOUT;
 	if (r < 0 && errno == EINTR)

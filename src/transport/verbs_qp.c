@@ -619,7 +619,7 @@ void sdp__verbs_dispatch_wc(struct vb_qp *qp, const struct ibv_wc *hw)
 	}
 	if (push) {
 		atomic_store(&qp->news_ns, sdp__verbs_now_ns());
-		sdp__verbs_bump(qp);
+		sdp__verbs_bump_completion(qp);
 	}
 }
 
@@ -631,7 +631,7 @@ int sdp__verbs_poll_cq(struct sdp_qp *tq, struct sdp_wc *wc, int max)
 	if (sdp__verbs_inherited(qp->epoch))
 		sdp__verbs_orphan(qp);	/* never drain the parent's CQ */
 	else if (qp->dev && qp->scq_count < (uint32_t)max)
-		sdp__verbs_dev_drain(qp->dev);
+		sdp__verbs_dev_drain_for(qp);
 	pthread_mutex_lock(&qp->lock);
 	while (n < max && qp->scq_count) {
 		wc[n++] = qp->scq[qp->scq_head];
