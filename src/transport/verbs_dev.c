@@ -15,17 +15,19 @@
  *
  * Arming the shared CQ.  An armed CQ raises one event for the next
  * completion, and that event costs the event thread a wake-up, three
- * syscalls and the device lock, on the CPUs the application and (soft-RoCE)
- * the emulated NIC need.  A thread spinning in wait() polls the CQ anyway,
- * so an event thread that finds one spinning does not re-arm; nor for
- * VB_REARM_GRACE_MS after a spin, because a thread in a request/response
- * exchange spins again within that time.  The CQ is armed again by:
+ * syscalls and the device lock, and usually the progress thread a wake-up
+ * too, on the CPUs the application and (soft-RoCE) the emulated NIC need.
+ * An application thread that polls the CQ (a spin in wait(), or any
+ * poll_cq: a non-blocking recv/send loop) will look again soon, so the
+ * event thread does not re-arm while one spins or for VB_REARM_GRACE_MS
+ * after an application thread last polled.  The CQ is armed again by:
  *  - a thread about to sleep in wait() (before its last look at the CQ);
- *  - the event thread when an event finds a sleeper in wait();
- *  - the event thread's timer, VB_REARM_GRACE_MS after the last spin.
- * So news that no thread polls for waits at most that long: this is what a
- * process with a busy blocking thread pays in its other (epoll-driven)
- * connections, and only while that thread spins.
+ *  - an application thread about to sleep in poll/select/epoll
+ *    (sdp_verbs_app_sleep_begin, called by the interposed functions);
+ *  - the event thread, when an event finds either kind of sleeper;
+ *  - the event thread's timer, once nobody polled for VB_REARM_GRACE_MS.
+ * So only news for a process whose threads all sleep some other way
+ * (nanosleep, a condition variable) can wait, and at most that long.
  */
 #include "transport/verbs.h"
 #include "engine/libthreads.h"
@@ -67,7 +69,7 @@ static void drain_locked(struct vb_dev *d);
  * application's poll/select/epoll (app_sleep). */
 static bool rearm_may_wait(struct vb_dev *d, uint64_t now)
 {
-	return !atomic_load(&d->sleepers) &&
+	return sdp__vb.rearm_ns && !atomic_load(&d->sleepers) &&
 	       !atomic_load(&sdp__vb.app_sleepers) &&
 	       (atomic_load(&d->spinners) ||
 		now - atomic_load(&d->polled_ns) <
