@@ -554,8 +554,10 @@ static int kernel_wait(int ep, struct epoll_event *ev, int max, int tmo,
 {
 	int token, n, e;
 
-	if (tmo == 0)
+	if (tmo == 0) {
+		sdp_tp_app_look();
 		return kernel_wait_now(ep, ev, max, 0, ts, mask, kind);
+	}
 	token = sdp_tp_app_sleep_begin();
 	n = kernel_wait_now(ep, ev, max, tmo, ts, mask, kind);
 	e = errno;
@@ -568,8 +570,10 @@ static int kernel_wait(int ep, struct epoll_event *ev, int max, int tmo,
 #define AS_APP_SLEEP(zero_timeout, call)				\
 	do {								\
 		int token_, r_, e_;					\
-		if (zero_timeout)					\
+		if (zero_timeout) {					\
+			sdp_tp_app_look();				\
 			return call;					\
+		}							\
 		token_ = sdp_tp_app_sleep_begin();			\
 		r_ = call;						\
 		e_ = errno;						\

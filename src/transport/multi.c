@@ -26,6 +26,7 @@
 #ifdef SDP_HAVE_VERBS
 int sdp_verbs_app_sleep_begin(void);
 void sdp_verbs_app_sleep_end(int token);
+void sdp_verbs_app_look(void);
 
 static const struct sdp_transport_ops *verbs_ops(void)
 {
@@ -41,6 +42,11 @@ void sdp_tp_app_sleep_end(int token)
 {
 	sdp_verbs_app_sleep_end(token);
 }
+
+void sdp_tp_app_look(void)
+{
+	sdp_verbs_app_look();
+}
 #else
 int sdp_tp_app_sleep_begin(void)
 {
@@ -50,6 +56,10 @@ int sdp_tp_app_sleep_begin(void)
 void sdp_tp_app_sleep_end(int token)
 {
 	(void)token;
+}
+
+void sdp_tp_app_look(void)
+{
 }
 
 int sdp_verbs_available(void)

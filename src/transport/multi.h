@@ -28,6 +28,9 @@ int sdp_verbs_available(void);
  * the thread is back. */
 int sdp_tp_app_sleep_begin(void);
 void sdp_tp_app_sleep_end(int token);
+/* The same call with a zero timeout: a look, no sleep.  Such a transport
+ * looks at its completions for it (verbs). */
+void sdp_tp_app_look(void);
 
 /* The ops that own the port space (bind/listen/requests) in this process. */
 const struct sdp_transport_ops *sdp_tp_select_default(void);

@@ -107,7 +107,7 @@ struct vb_dev {
 	_Atomic uint32_t spinners;	/* threads polling it in wait() */
 	_Atomic uint32_t sleepers;	/* threads asleep in wait() */
 	/* When an application thread last polled the CQ (a spin in wait(),
-	 * a poll_cq): a thread that polls will likely poll again. */
+	 * a poll_cq; coarse clock): it will likely poll again. */
 	_Atomic uint64_t polled_ns;
 	struct vb_qp **tab;		/* slot -> QP (NULL = free) */
 	uint32_t *tab_gen;
@@ -174,7 +174,7 @@ struct vb_qp {
 	_Atomic uint32_t waiters;	/* asleep in wait() */
 	_Atomic uint32_t spinners;	/* polling in wait() */
 	_Atomic uint32_t armed;		/* req_notify() wants an evfd write */
-	_Atomic uint64_t news_ns;	/* last completion (spin in wait) */
+	_Atomic uint64_t news_ns;	/* last completion, coarse clock */
 	int evfd;
 };
 
@@ -239,8 +239,10 @@ void sdp__verbs_dev_drain(struct vb_dev *d);
 void sdp__verbs_dev_drain_for(struct vb_qp *qp);
 bool sdp__verbs_dev_try_drain(struct vb_dev *d);
 uint64_t sdp__verbs_now_ns(void);
+uint64_t sdp__verbs_coarse_ns(void);
 void sdp__verbs_bump(struct vb_qp *qp);
 void sdp__verbs_bump_completion(struct vb_qp *qp);
+void sdp__verbs_ring_progress(struct vb_qp *qp);
 void sdp__verbs_push_event(struct vb_qp *qp, enum sdp_cm_event_type type,
 			   int err, const void *priv, uint32_t priv_len);
 uint32_t sdp__verbs_wait_seq(struct sdp_qp *qp);

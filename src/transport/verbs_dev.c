@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,24 +99,42 @@ static void cq_event(struct vb_dev *d)
 	/* The event consumed the arm. */
 	if (atomic_exchange(&d->cq_armed, false))
 		atomic_fetch_add(&sdp__vb.unarmed, 1);
-	if (rearm_may_wait(d, sdp__verbs_now_ns()))
+	if (rearm_may_wait(d, sdp__verbs_coarse_ns()))
 		drain_locked(d);
 	else
 		arm_locked(d);
 	pthread_mutex_unlock(&d->lock);
 }
 
-static void arm_all(void)
+static struct vb_dev *dev_list(void)
 {
 	struct vb_dev *d;
 
 	pthread_mutex_lock(&sdp__vb.lock);
 	d = sdp__vb.devs;
 	pthread_mutex_unlock(&sdp__vb.lock);
-	for (; d; d = d->next) {	/* devices are never freed */
-		if (atomic_load(&d->cq_armed))
+	return d;			/* devices are never freed */
+}
+
+/* For the interposed poll/select/epoll, which a signal handler may call
+ * while its thread holds d->lock: never block on it.  The holder drains
+ * already; if it does not let go soon, the event thread's timer arms the
+ * CQ (an application sleeper forbids waiting: rearm_may_wait). */
+static bool dev_trylock(struct vb_dev *d)
+{
+	for (int i = 0; i < 64; i++) {
+		if (pthread_mutex_trylock(&d->lock) == 0)
+			return true;
+		sched_yield();
+	}
+	return false;
+}
+
+static void arm_all(void)
+{
+	for (struct vb_dev *d = dev_list(); d; d = d->next) {
+		if (atomic_load(&d->cq_armed) || !dev_trylock(d))
 			continue;
-		pthread_mutex_lock(&d->lock);
 		arm_locked(d);
 		pthread_mutex_unlock(&d->lock);
 	}
@@ -143,6 +162,23 @@ void sdp_verbs_app_sleep_end(int token)
 		atomic_fetch_sub(&sdp__vb.app_sleepers, 1);
 }
 
+/* An application thread looks without sleeping (poll/select/epoll with a
+ * zero timeout): readiness comes from the progress thread, which an
+ * unarmed CQ does not wake, so look at the CQ for it.  A thread that
+ * looks in a loop is a poller like any other. */
+void sdp_verbs_app_look(void)
+{
+	if (sdp_in_lib_thread || !atomic_load(&sdp__vb.unarmed) ||
+	    __atomic_load_n(&sdp__vb.state, __ATOMIC_ACQUIRE) != 1)
+		return;
+	for (struct vb_dev *d = dev_list(); d; d = d->next) {
+		if (atomic_load(&d->cq_armed))
+			continue;
+		atomic_store(&d->polled_ns, sdp__verbs_coarse_ns());
+		sdp__verbs_dev_try_drain(d);
+	}
+}
+
 /* The event thread's timer: arm every CQ left unarmed once nobody has
  * polled it for VB_REARM_GRACE_MS.  Returns the epoll timeout until the
  * next look (ms, -1: none needed). */
@@ -154,22 +190,21 @@ static int rearm_idle_cqs(void)
 
 	if (!atomic_load(&sdp__vb.unarmed))
 		return -1;
-	pthread_mutex_lock(&sdp__vb.lock);
-	d = sdp__vb.devs;
-	pthread_mutex_unlock(&sdp__vb.lock);
-	for (; d; d = d->next) {	/* devices are never freed */
+	for (d = dev_list(); d; d = d->next) {
 		if (atomic_load(&d->cq_armed))
 			continue;
 		pthread_mutex_lock(&d->lock);
-		now = sdp__verbs_now_ns();
-		if (!rearm_may_wait(d, now)) {
+		now = sdp__verbs_coarse_ns();
+		if (!rearm_may_wait(d, now))
 			arm_locked(d);
-		} else {
+		if (!atomic_load(&d->cq_armed)) {	/* waits, or failed */
 			left = sdp__vb.rearm_ns;
 			since = now - atomic_load(&d->polled_ns);
 			if (!atomic_load(&d->spinners) && since < left)
 				left -= since;
 			t = (int)((left + 999999) / 1000000);
+			if (t < 1)
+				t = 1;
 			if (tmo < 0 || t < tmo)
 				tmo = t;
 		}
@@ -194,6 +229,18 @@ uint64_t sdp__verbs_now_ns(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A clock read on every poll_cq and completion: the coarse clock is read
+ * from the vDSO page without touching the hardware counter, so it is never
+ * a syscall (the precise one is, where the clock source is not usable from
+ * user space: soft-RoCE's VM).  Good to a scheduler tick (1-10 ms). */
+uint64_t sdp__verbs_coarse_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
@@ -659,10 +706,14 @@ static __thread struct vb_qp *polling_qp;
  * polls is likely to poll again (rearm_may_wait). */
 void sdp__verbs_dev_drain_for(struct vb_qp *qp)
 {
+	struct vb_dev *d = __atomic_load_n(&qp->dev, __ATOMIC_ACQUIRE);
+
+	if (!d)
+		return;
 	if (!sdp_in_lib_thread)
-		atomic_store(&qp->dev->polled_ns, sdp__verbs_now_ns());
+		atomic_store(&d->polled_ns, sdp__verbs_coarse_ns());
 	polling_qp = qp;
-	sdp__verbs_dev_drain(qp->dev);
+	sdp__verbs_dev_drain(d);
 	polling_qp = NULL;
 }
 
@@ -679,7 +730,8 @@ bool sdp__verbs_dev_try_drain(struct vb_dev *d)
 
 /* ---- waking and waiting ------------------------------------------------------ */
 
-static void ring_evfd(struct vb_qp *qp)
+/* The progress thread's eventfd, if it armed this QP. */
+void sdp__verbs_ring_progress(struct vb_qp *qp)
 {
 	uint64_t one = 1;
 
@@ -697,7 +749,7 @@ void sdp__verbs_bump(struct vb_qp *qp)
 	atomic_fetch_add(&qp->seq, 1);
 	if (atomic_load(&qp->waiters))
 		futex(&qp->seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
-	ring_evfd(qp);
+	sdp__verbs_ring_progress(qp);
 }
 
 /* A completion for `qp`.  Who takes it in:
@@ -716,7 +768,7 @@ void sdp__verbs_bump_completion(struct vb_qp *qp)
 		return;
 	}
 	if (qp != polling_qp && !atomic_load(&qp->spinners))
-		ring_evfd(qp);
+		sdp__verbs_ring_progress(qp);
 }
 
 void sdp__verbs_push_event(struct vb_qp *qp, enum sdp_cm_event_type type,
@@ -776,8 +828,8 @@ static bool spin_for_news(struct vb_qp *qp, uint32_t seq)
 			break;
 		}
 		__builtin_ia32_pause();
-	} while ((now = sdp__verbs_now_ns()) < end);
-	atomic_store(&d->polled_ns, now);
+	} while (sdp__verbs_now_ns() < end);
+	atomic_store(&d->polled_ns, sdp__verbs_coarse_ns());
 	atomic_fetch_sub(&d->spinners, 1);
 	atomic_fetch_sub(&qp->spinners, 1);
 	return news;
@@ -825,16 +877,13 @@ int sdp__verbs_wait(struct sdp_qp *q, uint32_t seq, int timeout_ms)
 	if (d)
 		atomic_fetch_sub(&d->sleepers, 1);
 	atomic_fetch_sub(&qp->waiters, 1);
-	/* News wins over a timeout or a signal: its completion skipped the
-	 * progress thread because we were waiting (bump_completion), so the
-	 * caller must poll. */
-	if (atomic_load(&qp->seq) != seq)
-		return 0;
-	if (r < 0 && errno == ETIMEDOUT)
-		return -ETIMEDOUT;
-	if (r < 0 && errno == EINTR)
-		return -EINTR;
-	return 0;
+	r = r < 0 && (errno == ETIMEDOUT || errno == EINTR) ? -errno : 0;
+	/* News that came while we gave up (a timeout, a signal) skipped the
+	 * progress thread because we were waiting (bump_completion), and
+	 * our caller may not poll now: the progress thread takes it in. */
+	if (r && atomic_load(&qp->seq) != seq)
+		sdp__verbs_ring_progress(qp);
+	return (int)r;
 }
 
 void sdp__verbs_kick(struct sdp_qp *q)

@@ -618,7 +618,7 @@ void sdp__verbs_dispatch_wc(struct vb_qp *qp, const struct ibv_wc *hw)
 		rdma_disconnect(qp->id);
 	}
 	if (push) {
-		atomic_store(&qp->news_ns, sdp__verbs_now_ns());
+		atomic_store(&qp->news_ns, sdp__verbs_coarse_ns());
 		sdp__verbs_bump_completion(qp);
 	}
 }
@@ -626,6 +626,7 @@ void sdp__verbs_dispatch_wc(struct vb_qp *qp, const struct ibv_wc *hw)
 int sdp__verbs_poll_cq(struct sdp_qp *tq, struct sdp_wc *wc, int max)
 {
 	struct vb_qp *qp = VB_QP(tq);
+	uint32_t left;
 	int n = 0;
 
 	if (sdp__verbs_inherited(qp->epoch))
@@ -638,7 +639,13 @@ int sdp__verbs_poll_cq(struct sdp_qp *tq, struct sdp_wc *wc, int max)
 		qp->scq_head = (qp->scq_head + 1) % qp->scq_cap;
 		qp->scq_count--;
 	}
+	left = qp->scq_count;
 	pthread_mutex_unlock(&qp->lock);
+	/* Completions this thread took in without ringing the progress
+	 * thread (sdp__verbs_bump_completion) and leaves behind: a caller
+	 * may stop early (a ZCopy wait stops at its RDMA's completion). */
+	if (left)
+		sdp__verbs_ring_progress(qp);
 	return n;
 }
 
