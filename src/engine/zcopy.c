@@ -348,8 +348,10 @@ int sdp_zcopy_rdma_locked(struct sdp_conn *c, int write, void *buf,
 	/* The completion may be polled here or, while we sleep without the
 	 * lock, by another thread's progress step on this connection (a
 	 * transport whose RDMA takes time: verbs); either records it in
-	 * zc_rdma_done. */
-	while (!c->zc_rdma_done[write]) {
+	 * zc_rdma_done.  Past it, polling goes on while batches are full:
+	 * poll_cq's callers take in everything (transport.h). */
+	k = 0;
+	while (!c->zc_rdma_done[write] || k == 16) {
 		uint32_t seq = SDP_TP(c->qp)->wait_seq(c->qp);
 
 		k = sdp_poll_cq(c->qp, wc, 16);

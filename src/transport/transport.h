@@ -252,6 +252,10 @@ struct sdp_transport_ops {
 	/* Data path. */
 	int (*post_send)(struct sdp_qp *qp, const struct sdp_send_wr *wr);
 	int (*post_recv)(struct sdp_qp *qp, const struct sdp_recv_wr *wr);
+	/* Up to `max` completions.  A caller that gets `max` calls again
+	 * until it gets fewer: a transport may count on the caller taking
+	 * in everything it polled for (verbs does not ring the progress
+	 * thread for them). */
 	int (*poll_cq)(struct sdp_qp *qp, struct sdp_wc *wc, int max);
 
 	/* Waiting and notification. */

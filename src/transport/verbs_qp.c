@@ -626,7 +626,6 @@ void sdp__verbs_dispatch_wc(struct vb_qp *qp, const struct ibv_wc *hw)
 int sdp__verbs_poll_cq(struct sdp_qp *tq, struct sdp_wc *wc, int max)
 {
 	struct vb_qp *qp = VB_QP(tq);
-	uint32_t left;
 	int n = 0;
 
 	if (sdp__verbs_inherited(qp->epoch))
@@ -639,13 +638,10 @@ int sdp__verbs_poll_cq(struct sdp_qp *tq, struct sdp_wc *wc, int max)
 		qp->scq_head = (qp->scq_head + 1) % qp->scq_cap;
 		qp->scq_count--;
 	}
-	left = qp->scq_count;
 	pthread_mutex_unlock(&qp->lock);
-	/* Completions this thread took in without ringing the progress
-	 * thread (sdp__verbs_bump_completion) and leaves behind: a caller
-	 * may stop early (a ZCopy wait stops at its RDMA's completion). */
-	if (left)
-		sdp__verbs_ring_progress(qp);
+	/* What is left, this thread took in without ringing the progress
+	 * thread (sdp__verbs_bump_completion): n == max, and the caller
+	 * polls again (transport.h). */
 	return n;
 }
 
