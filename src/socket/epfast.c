@@ -548,25 +548,8 @@ static int kernel_wait_now(int ep, struct epoll_event *ev, int max, int tmo,
 	}
 }
 
-static int kernel_wait(int ep, struct epoll_event *ev, int max, int tmo,
-		       const struct timespec *ts, const sigset_t *mask,
-		       int kind)
-{
-	int token, n, e;
-
-	if (tmo == 0) {
-		sdp_tp_app_look();
-		return kernel_wait_now(ep, ev, max, 0, ts, mask, kind);
-	}
-	token = sdp_tp_app_sleep_begin();
-	n = kernel_wait_now(ep, ev, max, tmo, ts, mask, kind);
-	e = errno;
-	sdp_tp_app_sleep_end(token);
-	errno = e;
-	return n;
-}
-
-/* poll/select with a timeout that is not zero: a sleep (multi.h). */
+/* A poll/select/epoll call: with a timeout that is not zero, a sleep;
+ * else a look (multi.h).  Returns the call's result, errno intact. */
 #define AS_APP_SLEEP(zero_timeout, call)				\
 	do {								\
 		int token_, r_, e_;					\
@@ -581,6 +564,14 @@ static int kernel_wait(int ep, struct epoll_event *ev, int max, int tmo,
 		errno = e_;						\
 		return r_;						\
 	} while (0)
+
+static int kernel_wait(int ep, struct epoll_event *ev, int max, int tmo,
+		       const struct timespec *ts, const sigset_t *mask,
+		       int kind)
+{
+	AS_APP_SLEEP(tmo == 0,
+		     kernel_wait_now(ep, ev, max, tmo, ts, mask, kind));
+}
 
 /* Merge kernel events ev[k..k+n) into the user ones ev[0..k) by data. */
 static int merge(struct epoll_event *ev, int k, int n)
