@@ -24,10 +24,6 @@
 #define MULTI_BIND_TRIES 16
 
 #ifdef SDP_HAVE_VERBS
-int sdp_verbs_app_sleep_begin(void);
-void sdp_verbs_app_sleep_end(int token);
-void sdp_verbs_app_look(void);
-
 static const struct sdp_transport_ops *verbs_ops(void)
 {
 	return sdp_verbs_available() == 0 ? sdp_verbs_transport.ops : NULL;

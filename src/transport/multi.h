@@ -21,6 +21,10 @@
 extern const struct sdp_transport sdp_verbs_transport;
 /* 0 when the verbs transport can be used, else why not (-ENODEV, ...). */
 int sdp_verbs_available(void);
+/* The verbs side of sdp_tp_app_sleep_begin/end and sdp_tp_app_look. */
+int sdp_verbs_app_sleep_begin(void);
+void sdp_verbs_app_sleep_end(int token);
+void sdp_verbs_app_look(void);
 
 /* An application thread is about to sleep in poll/select/epoll: transports
  * that let their completion notification lapse while the application

@@ -30,6 +30,7 @@
  * (nanosleep, a condition variable) can wait, and at most that long.
  */
 #include "transport/verbs.h"
+#include "transport/multi.h"
 #include "engine/libthreads.h"
 
 #include <errno.h>
