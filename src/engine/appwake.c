@@ -11,6 +11,7 @@
 #include "engine/conn.h"
 #include "engine/readiness.h"
 #include "transport/transport.h"
+#include "transport/wakeword.h"
 
 static const struct sdp_transport_ops *appwake_ops(const struct sdp_conn *c)
 {
@@ -24,9 +25,37 @@ static const struct sdp_transport_ops *appwake_ops(const struct sdp_conn *c)
 
 __thread uint64_t sdp_appwake_sleep_id;
 
+int sdp_appwake_set_sleeps_locked(const struct sdp_conn *c)
+{
+	return c->ep_sleepers ||
+	       (c->ep_word >= 0 && sdp_wakeword_sleeping(c->ep_word));
+}
+
 int sdp_appwake_user_locked(const struct sdp_conn *c)
 {
-	return c->ready_user && !c->ep_sleepers;
+	return c->ready_user && !sdp_appwake_set_sleeps_locked(c);
+}
+
+/* The transport's quiet arm is keyed to the set's word (or not). */
+static void armed_word(struct sdp_conn *c, int quiet)
+{
+	int w = quiet ? c->ep_word : -1;
+
+	if (atomic_load_explicit(&c->ep_armed_word, memory_order_relaxed) != w)
+		atomic_store_explicit(&c->ep_armed_word, w,
+				      memory_order_relaxed);
+}
+
+int sdp_appwake_word_locked(struct sdp_conn *c, int handle)
+{
+	const struct sdp_transport_ops *tp = appwake_ops(c);
+
+	if (c->ep_word_of == handle)
+		return 0;
+	c->ep_word_of = handle;
+	c->ep_word = tp && tp->app_word && tp->app_word(c->qp, handle) ?
+		     handle : -1;
+	return 1;
 }
 
 int sdp_appwake_disarm_locked(struct sdp_conn *c)
@@ -37,6 +66,7 @@ int sdp_appwake_disarm_locked(struct sdp_conn *c)
 		return 0;
 	c->app_armed = 0;
 	c->app_quiet = 0;
+	armed_word(c, 0);
 	if (tp->app_arm(c->qp, 0) != 1)
 		return 0;
 	if (c->ready)
@@ -80,6 +110,7 @@ int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask)
 	}
 	c->app_armed = 1;
 	c->app_quiet = quiet;
+	armed_word(c, quiet);
 	if (!quiet && tp->app_sleep_id)
 		tp->app_sleep_id(c->qp, sdp_appwake_sleep_id);
 	return tp->app_arm(c->qp, quiet ? SDP_APP_ARM_QUIET : 1) == 1;
@@ -103,5 +134,6 @@ void sdp_appwake_spin_locked(struct sdp_conn *c)
 		return;		/* a byte came: accounted, stay unarmed */
 	c->app_armed = 1;
 	c->app_quiet = 1;
+	armed_word(c, 1);
 	tp->app_arm(c->qp, SDP_APP_ARM_QUIET);
 }

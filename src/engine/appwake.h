@@ -25,6 +25,13 @@ extern __thread uint64_t sdp_appwake_sleep_id;
 
 /* True if "readable" must be left out of the kernel mirror of `c`. */
 int sdp_appwake_user_locked(const struct sdp_conn *c);
+/* True if an application thread sleeps in the kernel on the connection's
+ * epoll set (counted on the connection, or in the set's wake word). */
+int sdp_appwake_set_sleeps_locked(const struct sdp_conn *c);
+/* The connection's epoll set has wake word `handle` (-1: none; socket/
+ * epfast.c): quiet arms defer to it where the transport can.  Returns 1
+ * if that changed (re-arm: a readiness update does). */
+int sdp_appwake_word_locked(struct sdp_conn *c, int handle);
 
 /* Before computing readiness: take back the arm.  Returns 1 if the peer
  * consumed it: its byte is accounted as a readable token, and the message

@@ -130,6 +130,8 @@ int sdp_conn_alloc(struct sdp_conn **out)
 	c->zc_mode_tx = SDP_MODE_COMBINED;
 	c->zc_mode_rx = SDP_MODE_COMBINED;
 	c->zc_peer_max_adverts = 1;	/* until the Hello says more */
+	c->ep_word = c->ep_word_of = -1;
+	atomic_init(&c->ep_armed_word, -1);
 	c->owner_slot = sdp_owner_alloc();
 	sdp_stat_conn_attach(c);	/* sdpstat record */
 	*out = c;
@@ -571,7 +573,7 @@ static unsigned ready_kernel_mask(const struct sdp_conn *c, unsigned m)
 	/* An application thread sleeps in the kernel: mirror, except data
 	 * whose edge an EPOLLET registration (the only observer) has had:
 	 * a byte now would be a second edge for the same arrival. */
-	if (c->ep_sleepers &&
+	if (sdp_appwake_set_sleeps_locked(c) &&
 	    !(c->ep_et && c->rx_end == c->ep_seen_end))
 		return m;
 	return m & ~(unsigned)(SDP_READY_IN | SDP_READY_PULSE);
@@ -585,6 +587,11 @@ void sdp_conn_update_ready_locked(struct sdp_conn *c)
 	/* Whatever changed, epoll_wait must look again (socket/epfast.c). */
 	if (atomic_load_explicit(&c->ep_idle, memory_order_relaxed))
 		atomic_store_explicit(&c->ep_idle, 0, memory_order_release);
+	/* ...and a thread that adds itself to the set's wake word and then
+	 * finds ep_idle still set is seen below as asleep (wakeword.h):
+	 * store, fence, load, against its add, fence, load. */
+	if (c->ep_word >= 0)
+		atomic_thread_fence(memory_order_seq_cst);
 
 	if (!c->ready)
 		return;

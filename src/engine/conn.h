@@ -259,6 +259,14 @@ struct sdp_conn {
 	 * have every thread's connections armed loudly whenever one thread
 	 * sleeps, and pay a byte and its drain per message. */
 	int ep_sleepers;
+	/* The wake word of the connection's epoll set (transport/wakeword.h)
+	 * while its transport can use it, else -1; ep_word_of: the set's
+	 * handle last offered to the transport. */
+	int ep_word, ep_word_of;
+	/* Read by epoll_wait without the lock: the handle the transport's
+	 * quiet arm is keyed to now, or -1.  A connection so armed needs no
+	 * arm of its own before its set sleeps. */
+	_Atomic int ep_armed_word;
 	/* Read by epoll_wait without the lock: the connection had nothing
 	 * to report when the peer's arrival counter (*ep_arrivals) read
 	 * (uint32_t)ep_idle; bit 32 set.  0: look under the lock.  Cleared

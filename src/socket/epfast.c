@@ -61,6 +61,7 @@
 #include "socket/sock.h"
 #include "transport/multi.h"
 #include "transport/transport.h"
+#include "transport/wakeword.h"
 
 #define EP_MAX_FD 65536		/* epoll descriptors tracked (by number) */
 
@@ -74,6 +75,7 @@ struct ep_ent {
 struct ep_set {
 	int n, cap;
 	unsigned off:1;		/* nested, polled or forked: kernel only */
+	int word;		/* wake word handle (wakeword.h), or -1 */
 	struct ep_ent *e;
 };
 
@@ -83,6 +85,7 @@ static struct ep_set *sets[EP_MAX_FD];
 static _Atomic unsigned char set_off[EP_MAX_FD];
 static _Atomic int ep_any;	/* some set has entries: poll/select look */
 static int ep_disabled = -1;	/* SDP_EPOLL_FAST=0 */
+static int ep_no_word;		/* SDP_EPOLL_WORD=0: arm one by one */
 
 static int (*real_epoll_wait)(int, struct epoll_event *, int, int);
 static int (*real_epoll_pwait)(int, struct epoll_event *, int, int,
@@ -104,6 +107,7 @@ static pthread_once_t ep_once = PTHREAD_ONCE_INIT;
 static void ep_resolve(void)
 {
 	const char *e = getenv("SDP_EPOLL_FAST");
+	const char *w = getenv("SDP_EPOLL_WORD");
 
 	real_epoll_wait = dlsym(RTLD_NEXT, "epoll_wait");
 	real_epoll_pwait = dlsym(RTLD_NEXT, "epoll_pwait");
@@ -116,6 +120,7 @@ static void ep_resolve(void)
 	real_pselect = dlsym(RTLD_NEXT, "pselect");
 	ep_disabled = (e && e[0] == '0') || !sdp_cfg.appwake ||
 		      sdp_real_init() < 0;
+	ep_no_word = w && w[0] == '0';
 }
 
 static void ep_init(void)
@@ -225,6 +230,8 @@ static void set_free_locked(int ep)
 		set->e[i].s->ep_regs--;
 		sdp_sock_put(set->e[i].s);
 	}
+	if (set->word >= 0)
+		sdp_wakeword_free(set->word);
 	free(set->e);
 	free(set);
 	sets[ep] = NULL;
@@ -290,6 +297,7 @@ void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev)
 				demote = 1;
 				break;
 			}
+			set->word = ep_no_word ? -1 : sdp_wakeword_alloc();
 			sets[ep] = set;
 		}
 		if (set->n == set->cap) {
@@ -364,6 +372,7 @@ struct snap {
 	struct sdp_conn *c;	/* a reference */
 	uint32_t events;
 	epoll_data_t data;
+	int covered;		/* this sleep: armed with the set's word */
 };
 
 /* This thread's snapshot array, grown to the largest set it waited on;
@@ -400,8 +409,9 @@ static int snap_room_locked(int n)
 	return 1;
 }
 
-/* Take the set's eligible connections (references) into snap_buf. */
-static int snapshot(int ep)
+/* Take the set's eligible connections (references) into snap_buf, and
+ * the set's wake word into *word. */
+static int snapshot(int ep, int *word)
 {
 	struct ep_set *set;
 	struct snap *out;
@@ -413,6 +423,7 @@ static int snapshot(int ep)
 		pthread_mutex_unlock(&ep_lock);
 		return 0;
 	}
+	*word = set->word;
 	out = snap_buf;
 	for (int i = 0; i < set->n; i++) {
 		struct ep_ent *e = &set->e[i];
@@ -428,7 +439,7 @@ static int snapshot(int ep)
 		c = sock_conn(e->s);
 		if (!c)
 			continue;
-		out[n++] = (struct snap){ c, e->events, e->data };
+		out[n++] = (struct snap){ c, e->events, e->data, 0 };
 	}
 	pthread_mutex_unlock(&ep_lock);
 	return n;
@@ -463,8 +474,9 @@ static int conn_idle(struct sdp_conn *c)
 	       (uint32_t)idle == atomic_load_explicit(arr, memory_order_acquire);
 }
 
-/* Look at one connection in user space; 1 if an event is due. */
-static int conn_check(struct snap *sn)
+/* Look at one connection in user space; 1 if an event is due.  `word`:
+ * its set's wake word. */
+static int conn_check(struct snap *sn, int word)
 {
 	struct sdp_conn *c = sn->c;
 	const _Atomic uint32_t *arr;
@@ -491,6 +503,10 @@ static int conn_check(struct snap *sn)
 	/* Read before looking: a message after this moves the counter. */
 	arrivals = arr ? atomic_load(arr) : 0;
 	c->ep_et = !!(sn->events & EPOLLET);
+	/* A new set, or the first look: its word keys the quiet arm, which
+	 * the readiness update of the full path below re-makes. */
+	if (c->ready_user && sdp_appwake_word_locked(c, word))
+		c->app_quiet = 0;
 	/* Quietly armed and nothing waiting in the ring: nothing new since
 	 * the connection was last looked at, no lock-step progress needed. */
 	if (!(c->app_armed && c->app_quiet &&
@@ -598,13 +614,13 @@ static __thread uint64_t ep_hit_ns;
 
 /* Up to max-1 user-space events into ev (room is left for the kernel's,
  * so that they are not starved by busy SDP connections). */
-static int user_events(struct snap *sn, int n, struct epoll_event *ev,
-		       int max)
+static int user_events(struct snap *sn, int n, int word,
+		       struct epoll_event *ev, int max)
 {
 	int k = 0;
 
 	for (int i = 0; i < n && k < (max > 1 ? max - 1 : 1); i++) {
-		if (conn_check(&sn[i]))
+		if (conn_check(&sn[i], word))
 			ev[k++] = (struct epoll_event){ EPOLLIN, sn[i].data };
 	}
 	return k;
@@ -628,9 +644,9 @@ static int spin_worthwhile(void)
  * than pause: on a small host the peer shares our CPU.  Returns the
  * kernel's answer if it had events or failed (-1, errno), else 0 with *k
  * user-space events in ev. */
-static int spin(int ep, struct snap *sn, int n, struct epoll_event *ev,
-		int max, const struct timespec *ts, const sigset_t *mask,
-		int kind, int *k)
+static int spin(int ep, struct snap *sn, int n, int word,
+		struct epoll_event *ev, int max, const struct timespec *ts,
+		const sigset_t *mask, int kind, int *k)
 {
 	uint64_t end = sdp_now_ns() + sdp_cfg.spin_us * 1000ull;
 	unsigned round = 0;
@@ -638,7 +654,7 @@ static int spin(int ep, struct snap *sn, int n, struct epoll_event *ev,
 
 	do {
 		sched_yield();
-		*k = user_events(sn, n, ev, max);
+		*k = user_events(sn, n, word, ev, max);
 		if (*k)
 			return 0;
 		if ((++round & 3) == 0) {
@@ -653,18 +669,98 @@ static int spin(int ep, struct snap *sn, int n, struct epoll_event *ev,
 static uint32_t ep_pid;		/* sleep ids: unique across processes */
 static _Atomic uint32_t ep_waits;
 
+/* About to sleep in the kernel.  Connections armed with the set's wake
+ * word need nothing but the word: add ourselves to it, then make sure that
+ * none of them had news meanwhile (wakeword.h: store, then look; the peer
+ * publishes, then reads the word).  The others go back to the kernel
+ * mirror with loud arms: a message that came since conn_check() is
+ * mirrored now (a byte), so the kernel returns at once.  Returns 0, with
+ * nothing to undo, if a connection of the word had news: look again. */
+static int sleep_begin(struct snap *sn, int n, int word)
+{
+	int i, news = 0;
+
+	if (word >= 0)
+		sdp_wakeword_sleep(word, 1);
+	sdp_appwake_sleep_id = ((uint64_t)ep_pid << 32) |
+			       (uint32_t)atomic_fetch_add(&ep_waits, 1);
+	for (i = 0; i < n && !news; i++) {
+		struct sdp_conn *c = sn[i].c;
+
+		sn[i].covered = word >= 0 &&
+			atomic_load_explicit(&c->ep_armed_word,
+					     memory_order_relaxed) == word;
+		if (!sn[i].covered)
+			conn_resync(c, 1);
+		else if (!conn_idle(c))
+			news = 1;
+	}
+	sdp_appwake_sleep_id = 0;
+	if (!news)
+		return 1;
+	while (i-- > 0)
+		if (!sn[i].covered)
+			conn_resync(sn[i].c, -1);
+	sdp_wakeword_sleep(word, -1);
+	return 0;
+}
+
+/* A connection of the word whose byte woke us: take the byte and its
+ * message in now (the update disarms, which accounts for the byte, and
+ * re-arms with the word, the set being awake), so that the kernel mirror
+ * holds nothing stale; the kernel's report was its edge. */
+static void covered_seen(struct sdp_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	sdp_conn_update_ready_locked(c);
+	c->ep_seen_end = c->rx_end;
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void sleep_end(struct snap *sn, int n, int word,
+		      const struct epoll_event *ev, int r)
+{
+	sdp_wakeword_sleep(word, -1);
+	for (int i = 0; i < n; i++) {
+		int seen = 0;
+
+		for (int j = 0; j < r; j++) {
+			if (ev[j].data.u64 == sn[i].data.u64) {
+				seen = 1;
+				break;
+			}
+		}
+		if (sn[i].covered) {
+			/* Not reported: any byte on its way is accounted
+			 * when the connection is next looked at (its
+			 * arrival counter moved; conn_check). */
+			if (seen)
+				covered_seen(sn[i].c);
+			continue;
+		}
+		if (seen)
+			conn_seen(sn[i].c);
+		conn_resync(sn[i].c, -1);
+	}
+}
+
+/* Sleep attempts that found news under the word before the set arms its
+ * connections one by one instead (they bound a loop with a connection
+ * that keeps changing). */
+#define WORD_TRIES 4
+
 static int fast_wait(int ep, struct epoll_event *ev, int max, int tmo,
 		     const struct timespec *ts, const sigset_t *mask, int kind)
 {
 	struct snap *sn;
-	int n, k = 0, r, saved;
+	int n, k = 0, r, saved, word = -1;
 
 	ep_init();
 	if (ep_disabled || ep < 0 || ep >= EP_MAX_FD || max <= 0 ||
 	    !atomic_load_explicit((_Atomic(struct ep_set *) *)&sets[ep],
 				  memory_order_relaxed))
 		return kernel_wait(ep, ev, max, tmo, ts, mask, kind);
-	n = snapshot(ep);
+	n = snapshot(ep, &word);
 	sn = snap_buf;
 	if (!n)
 		return kernel_wait(ep, ev, max, tmo, ts, mask, kind);
@@ -676,46 +772,33 @@ static int fast_wait(int ep, struct epoll_event *ev, int max, int tmo,
 		if (r != 0)
 			goto out;
 	}
-	k = user_events(sn, n, ev, max);
+	k = user_events(sn, n, word, ev, max);
 	if (!k && tmo != 0 && spin_worthwhile()) {
-		r = spin(ep, sn, n, ev, max, ts, mask, kind, &k);
+		r = spin(ep, sn, n, word, ev, max, ts, mask, kind, &k);
 		if (r != 0)
 			goto out;
 	}
-	if (k) {
-		ep_hit_ns = sdp_now_ns();
-		if (k == max) {
-			r = k;
-			goto out;
-		}
-		r = kernel_wait(ep, ev + k, max - k, 0, ts, mask, kind);
-		r = r < 0 ? (errno == EINTR ? k : -1) : merge(ev, k, r);
-		goto out;
-	}
-	if (tmo == 0) {
+	if (!k && tmo == 0) {
 		r = kernel_wait(ep, ev, max, 0, ts, mask, kind);
 		goto out;
 	}
-	/* About to sleep: back to the kernel mirror, loud arms.  A message
-	 * that came since conn_check() is mirrored now (a byte), so the
-	 * kernel returns at once. */
-	sdp_appwake_sleep_id = ((uint64_t)ep_pid << 32) |
-			       (uint32_t)atomic_fetch_add(&ep_waits, 1);
-	for (int i = 0; i < n; i++)
-		conn_resync(sn[i].c, 1);
-	sdp_appwake_sleep_id = 0;
-	r = kernel_wait(ep, ev, max, tmo, ts, mask, kind);
-	saved = errno;
-	for (int i = 0; i < n; i++) {
-		for (int j = 0; j < r; j++) {
-			if (ev[j].data.u64 == sn[i].data.u64) {
-				conn_seen(sn[i].c);
-				break;
-			}
+	for (int tries = 1; !k; tries++) {
+		if (sleep_begin(sn, n, tries < WORD_TRIES ? word : -1)) {
+			r = kernel_wait(ep, ev, max, tmo, ts, mask, kind);
+			saved = errno;
+			sleep_end(sn, n, tries < WORD_TRIES ? word : -1, ev, r);
+			errno = saved;
+			goto out;
 		}
-		conn_resync(sn[i].c, -1);
+		k = user_events(sn, n, word, ev, max);
 	}
-	errno = saved;
+	ep_hit_ns = sdp_now_ns();
+	if (k == max) {
+		r = k;
+		goto out;
+	}
+	r = kernel_wait(ep, ev + k, max - k, 0, ts, mask, kind);
+	r = r < 0 ? (errno == EINTR ? k : -1) : merge(ev, k, r);
 out:
 	saved = errno;
 	for (int i = 0; i < n; i++)

@@ -32,7 +32,8 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC	0x314d48535044534cULL	/* "LSDPSHM1" */
-#define SHM_VERSION	3	/* 3: receives are tagged (shm_qp.c) */
+#define SHM_VERSION	4	/* 3: receives are tagged (shm_qp.c);
+				 * 4: app_slot, wake words (wakeword.h) */
 #define SHM_MAX_MR	256		/* rkey low byte = table index */
 #define SHM_MAX_DEPTH	65536		/* ring entries */
 #define SHM_MAX_REGION	(1u << 30)	/* receive region bytes */
@@ -95,6 +96,9 @@ struct shm_ctrl {
 	_Atomic uint32_t closed;	/* peer disconnected or failed */
 	_Atomic uint64_t app_sleep_id;	/* owner: which sleeping epoll_wait
 					 * armed app_armed (0: none known) */
+	_Atomic uint32_t app_slot;	/* owner: with app_armed == APP_WORD,
+					 * the slot of its wake page whose
+					 * word says whether to wake */
 
 	_Alignas(64) struct shm_mr_entry mr[SHM_MAX_MR];
 };
@@ -200,6 +204,12 @@ struct shm_qp {
 	int peer_app_fd;		/* peer's readiness fd (share_app_fd),
 					 * or -1; used and closed only under
 					 * the owner's lock */
+	/* Wake words (transport/wakeword.h). */
+	int app_word;			/* my quiet arms defer to this handle's
+					 * word, or -1 */
+	int ww_gen;			/* my wake page the peer was given, or
+					 * -1 */
+	const _Atomic uint64_t *peer_words; /* the peer's page, read-only */
 	uint32_t peer_cons;		/* peer receives consumed by my SENDs */
 	uint32_t peer_rd;		/* peer's rq entries read into avail */
 	struct shm_avail *avail;	/* [peer.depth] posted, unused; a stack:
@@ -298,13 +308,16 @@ bool sdp__shm_local_sge_ok(struct shm_qp *qp, const struct sdp_sge *sge,
 int sdp__shm_futex_wake(_Atomic uint32_t *word);
 /* News for the owner of segment `c`: `app_fd` >= 0 (the owner's readiness
  * fd, for a solicited SEND) wakes its application directly when armed and
- * the owner has not yet taken all `published` completions. */
+ * the owner has not yet taken all `published` completions; `words` is the
+ * owner's wake page mapped here, or NULL. */
 void sdp__shm_wake_owner_seg(struct shm_ctrl *c, int sock, int app_fd,
-			     uint32_t published);
+			     const _Atomic uint64_t *words, uint32_t published);
 /* shm_appwake.c: read doorbells and a shared app fd off the unix socket;
  * wake the owner of `c` through `app_fd` if armed (true if done). */
 void sdp__shm_read_doorbells(struct shm_qp *qp);
-bool sdp__shm_app_wake(struct shm_ctrl *c, int app_fd, uint32_t published);
+int sdp__shm_app_word(struct sdp_qp *qp, int handle);
+bool sdp__shm_app_wake(struct shm_ctrl *c, int app_fd,
+		       const _Atomic uint64_t *words, uint32_t published);
 void sdp__shm_wake_self(struct shm_qp *qp, bool force_event);
 bool sdp__shm_check_peer(struct shm_qp *qp);
 void sdp__shm_sock_unwatch(struct shm_qp *qp);

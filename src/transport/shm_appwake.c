@@ -39,12 +39,17 @@
 
 #include "transport/fdhigh.h"
 #include "transport/shm.h"
+#include "transport/wakeword.h"
 
 #define APPWAKE_TAG 'A'		/* doorbells are one '\0' byte */
 
 /* APP_QUIET: the application polls this QP itself before sleeping (it is
- * running): the peer's solicited send needs no syscall at all. */
-enum { APP_IDLE, APP_ARMED, APP_WRITING, APP_WRITTEN, APP_QUIET };
+ * running): the peer's solicited send needs no syscall at all.  APP_WORD:
+ * quiet while the word of slot app_slot in the owner's wake page says
+ * nobody sleeps on the connection's epoll set, armed while somebody does
+ * (transport/wakeword.h): the owner sleeps with one store for the whole
+ * set instead of an arm per connection. */
+enum { APP_IDLE, APP_ARMED, APP_WRITING, APP_WRITTEN, APP_QUIET, APP_WORD };
 
 /* A waker in WRITING is inside one non-blocking send(): microseconds,
  * unless preempted.  Past this many yields it is taken as dead. */
@@ -54,9 +59,10 @@ int sdp__shm_share_app_fd(struct sdp_qp *sq, int fd)
 {
 	struct shm_qp *qp = SHM_QP(sq);
 	union {
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(2 * sizeof(int))];
 		struct cmsghdr align;
 	} cbuf;
+	int fds[2] = { fd, -1 }, nfds = 1, gen;
 	char tag = APPWAKE_TAG;
 	struct iovec iov = { &tag, 1 };
 	struct msghdr mh = {
@@ -68,15 +74,37 @@ int sdp__shm_share_app_fd(struct sdp_qp *sq, int fd)
 	if (qp->sock < 0 || atomic_load(&qp->err) ||
 	    atomic_load(&qp->state) != SHM_ESTABLISHED)
 		return -ENOTCONN;
+	/* Our wake page goes with it, when we have one: the peer maps it
+	 * read-only (a connection whose peer has none never arms APP_WORD). */
+	fds[1] = sdp_wakeword_share(&gen);
+	if (fds[1] >= 0)
+		nfds = 2;
 	memset(&cbuf, 0, sizeof(cbuf));
+	mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
 	cm = CMSG_FIRSTHDR(&mh);
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
 	if (sendmsg(qp->sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
 		return -errno;
+	qp->ww_gen = nfds == 2 ? gen : -1;
 	return 0;
+}
+
+int sdp__shm_app_word(struct sdp_qp *sq, int handle)
+{
+	struct shm_qp *qp = SHM_QP(sq);
+
+	if (handle < 0 || !sdp_wakeword_of_gen(handle, qp->ww_gen)) {
+		qp->app_word = -1;
+		return 0;
+	}
+	qp->app_word = handle;
+	atomic_store_explicit(&qp->me.ctrl->app_slot,
+			      (uint32_t)handle % SDP_WAKEWORD_SLOTS,
+			      memory_order_relaxed);
+	return 1;
 }
 
 int sdp__shm_app_arm(struct sdp_qp *sq, int on)
@@ -86,7 +114,8 @@ int sdp__shm_app_arm(struct sdp_qp *sq, int on)
 
 	if (on) {
 		struct shm_qp *qp = SHM_QP(sq);
-		uint32_t want = on == SDP_APP_ARM_QUIET ? APP_QUIET : APP_ARMED;
+		uint32_t want = on != SDP_APP_ARM_QUIET ? APP_ARMED :
+				qp->app_word >= 0 ? APP_WORD : APP_QUIET;
 
 		/* seq_cst store, then look at the ring: against the peer's
 		 * publish-then-check, one of us sees the other (Dekker).  A
@@ -94,11 +123,24 @@ int sdp__shm_app_arm(struct sdp_qp *sq, int on)
 		 * Already quiet (an event loop looking again): no store, as
 		 * the word's cache line is the peer's to read on every send;
 		 * a message this look misses is the next look's, or the loud
-		 * arm's before any sleep. */
-		if (want != APP_QUIET ||
-		    atomic_load_explicit(&c->app_armed,
-					 memory_order_relaxed) != APP_QUIET)
+		 * arm's (the word's) before any sleep. */
+		if (want == APP_ARMED) {
 			atomic_store(&c->app_armed, want);
+		} else {
+			/* A quiet arm over a word arm the peer has taken (its
+			 * byte is on the way): no store, which would lose
+			 * that byte; report a completion waiting, so that the
+			 * engine disarms, which accounts for it. */
+			v = atomic_load_explicit(&c->app_armed,
+						 memory_order_relaxed);
+			while (v != want) {
+				if (v == APP_WRITING || v == APP_WRITTEN)
+					return 1;
+				if (atomic_compare_exchange_weak(&c->app_armed,
+								 &v, want))
+					break;
+			}
+		}
 		return qp->rq_done != qp->rq_prod && !qp->rx_bad &&
 		       atomic_load(&c->cq_prod) != qp->rq_done;
 	}
@@ -127,14 +169,39 @@ void sdp__shm_app_sleep_id(struct sdp_qp *sq, uint64_t id)
 /* The sleeping wait this thread last woke with a byte (app_sleep_id). */
 static __thread uint64_t woke_id;
 
-bool sdp__shm_app_wake(struct shm_ctrl *c, int app_fd, uint32_t published)
+/* The set word whose sleep this thread last woke with a byte, and its
+ * value then (APP_WORD). */
+static __thread const _Atomic uint64_t *woke_word;
+static __thread uint64_t woke_word_val;
+
+/* APP_WORD: write the byte only while a thread sleeps on the owner's set,
+ * and once per sleep.  True: nothing to do (the owner is awake and will
+ * look, or our byte for another connection already wakes it). */
+static bool word_says_quiet(struct shm_ctrl *c, const _Atomic uint64_t *words,
+			    uint64_t *val, const _Atomic uint64_t **word)
+{
+	/* Loaded after APP_WORD, as app_sleep_id after APP_ARMED.  No page,
+	 * or a slot past it (a hostile owner): wake as for APP_ARMED. */
+	*word = sdp_wakeword_at(words, atomic_load(&c->app_slot));
+	if (!*word)
+		return false;
+	*val = atomic_load(*word);
+	return !(*val & SDP_WAKEWORD_SLEEPERS) ||
+	       (*word == woke_word && *val == woke_word_val);
+}
+
+bool sdp__shm_app_wake(struct shm_ctrl *c, int app_fd,
+		       const _Atomic uint64_t *words, uint32_t published)
 {
 	uint32_t v = atomic_load(&c->app_armed);
-	uint64_t id;
+	const _Atomic uint64_t *word = NULL;
+	uint64_t id, val = 0;
 	ssize_t r;
 
 	if (v == APP_QUIET)
 		return true;	/* the application will look: no syscall */
+	if (v == APP_WORD && word_says_quiet(c, words, &val, &word))
+		return true;
 	/* Loaded after ARMED: an id stored before a later arm is seen with
 	 * it, so a stale id can only mismatch. */
 	id = v == APP_ARMED ? atomic_load(&c->app_sleep_id) : 0;
@@ -152,7 +219,7 @@ bool sdp__shm_app_wake(struct shm_ctrl *c, int app_fd, uint32_t published)
 	 * as TCP gives one per segment) or the progress doorbell (which
 	 * makes that edge): bulk streams measured faster with the doorbell,
 	 * which is one-shot, than with a syscall per message. */
-	if (v != APP_ARMED ||
+	if ((v != APP_ARMED && v != APP_WORD) ||
 	    !atomic_compare_exchange_strong(&c->app_armed, &v, APP_WRITING))
 		return false;
 	if (atomic_load(&c->cq_cons) == published) {
@@ -168,6 +235,8 @@ bool sdp__shm_app_wake(struct shm_ctrl *c, int app_fd, uint32_t published)
 	r = send(app_fd, "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 	(void)r;	/* full: readable anyway; gone: reset */
 	woke_id = id;
+	woke_word = word;
+	woke_word_val = val;
 	atomic_store(&c->app_armed, APP_WRITTEN);
 	return true;
 }
@@ -179,10 +248,13 @@ void sdp__shm_drop_peer_app_fd(struct sdp_qp *sq)
 	if (qp->peer_app_fd >= 0)
 		close(qp->peer_app_fd);
 	qp->peer_app_fd = -1;
+	sdp_wakeword_unmap_peer(qp->peer_words);
+	qp->peer_words = NULL;
 }
 
-/* The peer's descriptor arrived: keep it if it is what it claims to be. */
-static void take_app_fd(struct shm_qp *qp, int fd)
+/* The peer's descriptors arrived: keep them if they are what they claim
+ * to be (its readiness socket, and maybe its wake page). */
+static void take_app_fd(struct shm_qp *qp, int fd, int page_fd)
 {
 	int type = 0;
 	socklen_t len = sizeof(type);
@@ -191,9 +263,16 @@ static void take_app_fd(struct shm_qp *qp, int fd)
 	    type != SOCK_STREAM || qp->peer_app_fd >= 0 ||
 	    atomic_load(&qp->err)) {
 		close(fd);	/* not a stream socket, a second one, or late */
+		if (page_fd >= 0)
+			close(page_fd);
 		return;
 	}
 	qp->peer_app_fd = sdp_fd_high(fd);
+	if (page_fd >= 0) {
+		/* Not a sealed page: the peer's APP_WORD arms wake always. */
+		qp->peer_words = sdp_wakeword_map_peer(page_fd);
+		close(page_fd);
+	}
 }
 
 /* Read what the peer sent on the unix socket (doorbells, a shared app fd);
@@ -202,7 +281,7 @@ void sdp__shm_read_doorbells(struct shm_qp *qp)
 {
 	for (int i = 0; i < 256; i++) {
 		union {
-			char buf[CMSG_SPACE(sizeof(int)) +
+			char buf[CMSG_SPACE(2 * sizeof(int)) +
 				 CMSG_SPACE(sizeof(struct ucred))];
 			struct cmsghdr align;
 		} cbuf;
@@ -218,17 +297,31 @@ void sdp__shm_read_doorbells(struct shm_qp *qp)
 		if (recvmsg(qp->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) <= 0)
 			break;
 		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-			int fd;
+			int fds[2] = { -1, -1 }, n;
 
 			if (cm->cmsg_level != SOL_SOCKET ||
 			    cm->cmsg_type != SCM_RIGHTS ||
-			    cm->cmsg_len != CMSG_LEN(sizeof(int)))
+			    cm->cmsg_len < CMSG_LEN(sizeof(int)))
 				continue;
-			memcpy(&fd, CMSG_DATA(cm), sizeof(fd));
-			if (data[0] == APPWAKE_TAG)
-				take_app_fd(qp, fd);
-			else
-				close(fd);	/* nothing else carries fds */
+			n = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+			if (n > 2) {	/* more than anyone sends: close all */
+				int fd;
+
+				for (int i = 0; i < n; i++) {
+					memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int),
+					       sizeof(fd));
+					close(fd);
+				}
+				continue;
+			}
+			memcpy(fds, CMSG_DATA(cm), (size_t)n * sizeof(int));
+			if (data[0] == APPWAKE_TAG) {
+				take_app_fd(qp, fds[0], fds[1]);
+			} else {	/* nothing else carries fds */
+				close(fds[0]);
+				if (fds[1] >= 0)
+					close(fds[1]);
+			}
 		}
 	}
 }

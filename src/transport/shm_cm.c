@@ -443,6 +443,6 @@ int sdp__shm_accept(struct sdp_qp *sq, const void *priv, uint32_t priv_len)
 	sdp__shm_rdma_probe(qp);
 	atomic_store(&qp->state, SHM_ESTABLISHED);
 	/* The client may be asleep in wait() for the connect to finish. */
-	sdp__shm_wake_owner_seg(qp->peer.ctrl, -1, -1, 0);
+	sdp__shm_wake_owner_seg(qp->peer.ctrl, -1, -1, NULL, 0);
 	return 0;
 }

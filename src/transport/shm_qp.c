@@ -111,6 +111,7 @@ int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_qp **out)
 	qp->attr = *attr;
 	qp->sock = qp->epfd = qp->evfd = qp->memfd = qp->peer_pidfd = -1;
 	qp->peer_app_fd = -1;
+	qp->app_word = qp->ww_gen = -1;
 	err = seg_create(qp);
 	if (err)
 		goto err_free;
@@ -213,7 +214,7 @@ void sdp__shm_set_error(struct shm_qp *qp)
 		/* Ordered after every completion we published for the peer,
 		 * so it drains those before it flushes. */
 		atomic_store(&qp->peer.ctrl->closed, 1);
-		sdp__shm_wake_owner_seg(qp->peer.ctrl, -1, -1, 0);
+		sdp__shm_wake_owner_seg(qp->peer.ctrl, -1, -1, NULL, 0);
 	}
 	if (qp->sock >= 0)
 		shutdown(qp->sock, SHUT_RDWR);
@@ -436,7 +437,8 @@ static enum sdp_wc_status do_send(struct shm_qp *qp,
 	atomic_store(&p->ctrl->cq_prod, qp->peer_cons);
 	sdp__shm_wake_owner_seg(p->ctrl, qp->sock,
 				(wr->flags & SDP_SEND_SOLICITED) ?
-				qp->peer_app_fd : -1, qp->peer_cons);
+				qp->peer_app_fd : -1, qp->peer_words,
+				qp->peer_cons);
 	return SDP_WC_SUCCESS;
 }
 
@@ -709,6 +711,7 @@ const struct sdp_transport_ops sdp__shm_ops = {
 	.send_slot = shm_send_slot,
 	.app_sleep_id = sdp__shm_app_sleep_id,
 	.drop_peer_app_fd = sdp__shm_drop_peer_app_fd,
+	.app_word = sdp__shm_app_word,
 };
 
 const struct sdp_transport sdp_shm_transport = {

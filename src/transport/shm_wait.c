@@ -59,7 +59,7 @@ int sdp__shm_futex_wake(_Atomic uint32_t *word)
  * byte on `app_fd` if that is armed (shm_appwake.c), else ring its progress
  * doorbell on `sock` if armed. */
 void sdp__shm_wake_owner_seg(struct shm_ctrl *c, int sock, int app_fd,
-			     uint32_t published)
+			     const _Atomic uint64_t *words, uint32_t published)
 {
 	if (!c)
 		return;
@@ -71,7 +71,7 @@ void sdp__shm_wake_owner_seg(struct shm_ctrl *c, int sock, int app_fd,
 		sdp__shm_futex_wake(&c->seq);
 		return;
 	}
-	if (app_fd >= 0 && sdp__shm_app_wake(c, app_fd, published))
+	if (app_fd >= 0 && sdp__shm_app_wake(c, app_fd, words, published))
 		return;
 	if (sock >= 0 && atomic_load(&c->armed) &&
 	    atomic_exchange(&c->armed, 0)) {

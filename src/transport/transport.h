@@ -292,6 +292,13 @@ struct sdp_transport_ops {
 	 * the same epoll set, skips the byte: the woken wait looks at every
 	 * connection of its set before it sleeps again. */
 	void (*app_sleep_id)(struct sdp_qp *qp, uint64_t id);
+	/* Optional: from now on this QP's quiet arms defer to wake word
+	 * `handle` (transport/wakeword.h; -1: to none): the peer writes the
+	 * byte for a solicited send when that word says a thread sleeps on
+	 * the set, and stays quiet otherwise.  Returns 1 if the peer can
+	 * read that word, else 0 (quiet arms stay plain quiet).  Takes effect
+	 * at the next app_arm(qp, SDP_APP_ARM_QUIET). */
+	int (*app_word)(struct sdp_qp *qp, int handle);
 	void (*drop_peer_app_fd)(struct sdp_qp *qp);
 	/* Optional: a counter the peer moves with every message it sends,
 	 * readable without the connection's lock for as long as the QP
