@@ -50,7 +50,9 @@ int sdp_appwake_word_locked(struct sdp_conn *c, int handle)
 {
 	const struct sdp_transport_ops *tp = appwake_ops(c);
 
-	if (c->ep_word_of == handle)
+	/* The peer gets our wake page with our readiness descriptor: not
+	 * shared yet, ask again at the next look. */
+	if (c->ep_word_of == handle || !c->app_fd_shared)
 		return 0;
 	c->ep_word_of = handle;
 	c->ep_word = tp && tp->app_word && tp->app_word(c->qp, handle) ?

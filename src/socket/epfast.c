@@ -11,12 +11,14 @@
  * "user-space readiness" (conn->ready_user): while the application runs,
  * "readable" is not mirrored into the kernel at all, and the peer's
  * solicited sends cost no syscall (the quiet arm, SDP_APP_ARM_QUIET).
- * Only when epoll_wait is about to sleep does it count itself in each of
- * the set's connections (conn->ep_sleepers) and bring them back to the
- * kernel mirror (the loud arm: the peer's next message writes the
- * readiness byte that wakes the kernel's epoll), and undoes that when it
- * wakes.  Every eligible connection of the set is looked at, however
- * many: a connection left out would cost the peer a byte per message.
+ * Only when epoll_wait is about to sleep does the peer need to write the
+ * readiness byte that wakes the kernel's epoll: the set's wake word
+ * (transport/wakeword.h) says so for every connection whose quiet arm is
+ * keyed to it, in one store; any other connection is counted in
+ * (conn->ep_sleepers) and brought back to the kernel mirror with a loud
+ * arm, undone when the wait wakes.  Every eligible connection of the set
+ * is looked at, however many: a connection left out would cost the peer a
+ * byte per message.
  *
  * Exactness.  Events found in user space are reported with the
  * registration's data; the kernel's own events (TCP descriptors, listeners,
@@ -33,7 +35,7 @@
  *   - fork() (the parent's sets and connections; sets are then shared).
  * A connection is promoted only at its set's epoll_wait, so a program that
  * never calls epoll_wait keeps today's behaviour.  SDP_EPOLL_FAST=0 turns
- * this off.
+ * this off; SDP_EPOLL_WORD=0 leaves out the wake word.
  *
  * Not async-signal-safe, as epoll_wait itself may not be assumed to be:
  * it takes mutexes.  epoll_ctl allocates (it is not async-signal-safe in

@@ -71,6 +71,15 @@ struct shm_mr_entry {			/* owner -> peer, seqlock protected */
 	_Atomic uint64_t length;	/* bytes */
 };
 
+/* shm_ctrl.app_armed (shm_appwake.c).  APP_QUIET: the application polls
+ * the QP itself before sleeping (it is running): the peer's solicited send
+ * needs no syscall at all.  APP_WORD: quiet while the word of slot
+ * app_slot in the owner's wake page says nobody sleeps on the connection's
+ * epoll set, armed while somebody does (transport/wakeword.h): the owner
+ * sleeps with one store for the whole set instead of an arm per
+ * connection. */
+enum { APP_IDLE, APP_ARMED, APP_WRITING, APP_WRITTEN, APP_QUIET, APP_WORD };
+
 struct shm_ctrl {
 	/* Written once by the owner before the fd is sent. */
 	uint64_t magic;
@@ -89,7 +98,7 @@ struct shm_ctrl {
 	_Alignas(64) _Atomic uint32_t seq;	/* futex: news for the owner */
 	_Atomic uint32_t waiters;	/* owner threads sleeping in wait() */
 	_Atomic uint32_t armed;		/* owner wants a doorbell byte */
-	_Atomic uint32_t app_armed;	/* SHM_APP_*: the owner's application
+	_Atomic uint32_t app_armed;	/* APP_*: the owner's application
 					 * sleeps on its readiness fd; the
 					 * next solicited send writes a byte
 					 * there (shm_appwake.c) */

@@ -43,13 +43,6 @@
 
 #define APPWAKE_TAG 'A'		/* doorbells are one '\0' byte */
 
-/* APP_QUIET: the application polls this QP itself before sleeping (it is
- * running): the peer's solicited send needs no syscall at all.  APP_WORD:
- * quiet while the word of slot app_slot in the owner's wake page says
- * nobody sleeps on the connection's epoll set, armed while somebody does
- * (transport/wakeword.h): the owner sleeps with one store for the whole
- * set instead of an arm per connection. */
-enum { APP_IDLE, APP_ARMED, APP_WRITING, APP_WRITTEN, APP_QUIET, APP_WORD };
 
 /* A waker in WRITING is inside one non-blocking send(): microseconds,
  * unless preempted.  Past this many yields it is taken as dead. */
