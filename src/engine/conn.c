@@ -584,14 +584,18 @@ void sdp_conn_update_ready_locked(struct sdp_conn *c)
 	unsigned m;
 	int round, unannounced = 0;
 
-	/* Whatever changed, epoll_wait must look again (socket/epfast.c). */
-	if (atomic_load_explicit(&c->ep_idle, memory_order_relaxed))
-		atomic_store_explicit(&c->ep_idle, 0, memory_order_release);
-	/* ...and a thread that adds itself to the set's wake word and then
+	/* Whatever changed, epoll_wait must look again (socket/epfast.c),
+	 * and a thread that adds itself to the set's wake word and then
 	 * finds ep_idle still set is seen below as asleep (wakeword.h):
-	 * store, fence, load, against its add, fence, load. */
-	if (c->ep_word >= 0)
-		atomic_thread_fence(memory_order_seq_cst);
+	 * store, fence, load, against its add, fence, load.  Found clear
+	 * (under the lock that conn_check() sets it under), it stays clear
+	 * until the next look, so no sleeper can pass it: no fence, which
+	 * costs the send path the drain of its copy's stores. */
+	if (atomic_load_explicit(&c->ep_idle, memory_order_relaxed)) {
+		atomic_store_explicit(&c->ep_idle, 0, memory_order_release);
+		if (c->ep_word >= 0)
+			atomic_thread_fence(memory_order_seq_cst);
+	}
 
 	if (!c->ready)
 		return;
