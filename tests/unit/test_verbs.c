@@ -11,6 +11,9 @@
  * connect, the Hello/HelloAck through the CM private data, SENDs from
  * unregistered memory reused at once (inline and ring copies), RDMA WRITE
  * and READ, a blocked wait() woken by a completion, and teardown flushes.
+ * Then, with the engine on the other end, a hostile peer whose SrcAvail
+ * names memory it never registered: the engine's RDMA READ fails and puts
+ * its QP in error, which the application must see as ECONNRESET.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -23,8 +26,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/config.h"
+#include "engine/conn.h"
+#include "engine/listener.h"
+#include "engine/zcopy.h"
 #include "transport/multi.h"
 #include "transport/transport.h"
+#include "wire/wire.h"
 
 static int failures, checks;
 
@@ -375,6 +383,122 @@ static void test_connection(void)
 	free(big);
 }
 
+
+/* A peer that advertises memory it does not have: a SrcAvail whose rkey
+ * nobody registered.  The engine's RDMA READ (a recv() big enough for Read
+ * ZCopy) completes in error and takes its QP to the error state: recv()
+ * must fail with ECONNRESET, not hang; the connection must be released
+ * (the read buffer's registration too), and the peer must see the
+ * disconnect. */
+#define INLINE_LEN 16
+static void test_hostile_srcavail(void)
+{
+	struct sockaddr_in srv = mkaddr("SDP_VERBS_SERVER", "10.99.0.2", 0);
+	struct sockaddr_in cli = mkaddr("SDP_VERBS_CLIENT", "10.99.0.1", 0);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct sdp_listener *tl, *local;
+	struct sdp_listen *lsn;
+	struct sdp_conn *c = NULL;
+	struct sdp_cm_event ev;
+	struct sdp_hello hello;
+	struct sdp_hello_ack ack;
+	struct sdp_msg m;
+	uint8_t priv[SDP_HELLO_SIZE], msg[64];
+	struct iovec iov;
+	struct sdp_qp *h;
+	static const char inline_bytes[INLINE_LEN + 1] = "sixteen bytes ok";
+	size_t total;
+	uint64_t t0;
+	ssize_t got;
+	int r, n;
+
+	sdp_config_init();
+	REQUIRE(OPS->bind((struct sockaddr *)&srv, sizeof(srv), &tl) == 0,
+		"bind server");
+	OPS->bound_addr(tl, &ss, &sl);
+	srv.sin_port = ((struct sockaddr_in *)&ss)->sin_port;
+	REQUIRE(sdp_listen_create(tl, 16, NULL, &lsn) == 0, "engine listener");
+	REQUIRE(OPS->bind((struct sockaddr *)&cli, sizeof(cli), &local) == 0,
+		"bind client");
+
+	h = new_qp();
+	memset(&hello, 0, sizeof(hello));
+	hello.bsdh.mid = SDP_MID_HELLO;
+	hello.bsdh.bufs = NBUF;
+	hello.bsdh.len = SDP_HELLO_SIZE;
+	hello.major = SDP_VERSION_MAJOR;
+	hello.minor = SDP_VERSION_MINOR;
+	hello.ip_version = 4;
+	hello.max_adverts = 1;
+	hello.des_rem_rcv_sz = BUFSZ;
+	hello.local_rcv_sz = BUFSZ;
+	memcpy(hello.dst_ip + 12, &srv.sin_addr, 4);
+	memcpy(hello.src_ip + 12, &cli.sin_addr, 4);
+	n = sdp_wire_encode_hello(&hello, priv, sizeof(priv));
+	REQUIRE(n == SDP_HELLO_SIZE, "encode Hello %d", n);
+	r = OPS->connect(h, local, (struct sockaddr *)&srv, sizeof(srv), priv,
+			 (uint32_t)n);
+	REQUIRE(r == 0, "connect %d", r);
+	r = sdp_listen_accept(lsn, 0, 20000, &c);
+	REQUIRE(r == 0 && c, "engine accept %d", r);
+	r = get_event(h, &ev, 10000);
+	REQUIRE(r == 0 && ev.type == SDP_CM_ESTABLISHED, "established %d", r);
+	r = sdp_wire_decode_hello_ack(ev.priv, ev.priv_len, &ack);
+	REQUIRE(r == 0 && ack.bsdh.bufs > 0, "HelloAck %d, %u credits", r,
+		ack.bsdh.bufs);
+
+	/* Combined mode: the first bytes inline, the rest to be read. */
+	memset(&m, 0, sizeof(m));
+	m.bsdh.mid = SDP_MID_SRC_AVAIL;
+	m.bsdh.bufs = NBUF;
+	m.bsdh.len = sdp_wire_hdr_size(SDP_MID_SRC_AVAIL) + INLINE_LEN;
+	m.bsdh.mseq = 1;
+	m.h.srcah.len = 256 * 1024;
+	m.h.srcah.rkey = 0x00c0ffeeu;	/* registered by nobody */
+	m.h.srcah.vaddr = 0x10000;
+	n = sdp_wire_encode_hdr(&m, msg, sizeof(msg));
+	REQUIRE(n > 0 && n + INLINE_LEN <= (int)sizeof(msg),
+		"encode SrcAvail %d", n);
+	memcpy(msg + n, inline_bytes, INLINE_LEN);
+	send_buf(h, msg, (uint32_t)n + INLINE_LEN);
+
+	iov.iov_len = 1 << 20;
+	iov.iov_base = malloc(iov.iov_len);
+	REQUIRE(iov.iov_base != NULL, "malloc");
+	/* The inline bytes may come first, alone; then the error. */
+	t0 = ms();
+	for (total = 0;;) {
+		got = sdp_conn_recv(c, &iov, 1, 0, 0, 30000);
+		if (got <= 0 || total + (size_t)got > INLINE_LEN)
+			break;
+		CHECK(!memcmp(iov.iov_base, inline_bytes + total, (size_t)got),
+		      "inline bytes differ");
+		total += (size_t)got;
+	}
+	CHECK(got == -ECONNRESET, "recv after a failed RDMA READ: %zd (%s), "
+	      "want ECONNRESET", got, got < 0 ? strerror((int)-got) : "data");
+	CHECK(total <= INLINE_LEN, "%zu bytes received", total);
+	CHECK(ms() - t0 < 25000, "took %llu ms", (unsigned long long)(ms() - t0));
+	CHECK(c->state == SDP_ST_RESET, "state %s", sdp_state_name(c->state));
+	CHECK(atomic_load(&sdp_zcopy_live_mrs) == 0,
+	      "%ld ZCopy registrations left", atomic_load(&sdp_zcopy_live_mrs));
+	sdp_conn_close(c, 1);
+	free(iov.iov_base);
+
+	/* The engine tore its side down: the peer is told. */
+	for (t0 = ms(); ms() - t0 < 20000;) {
+		r = get_event(h, &ev, 1000);
+		if (r == 0 && ev.type == SDP_CM_DISCONNECTED)
+			break;
+	}
+	CHECK(r == 0 && ev.type == SDP_CM_DISCONNECTED,
+	      "the peer saw no disconnect (%d, type %d)", r,
+	      r ? -1 : (int)ev.type);
+	OPS->destroy_qp(h);	/* `local` went with connect() */
+	sdp_listen_close(lsn);
+}
+
 int main(void)
 {
 	int r;
@@ -388,6 +512,7 @@ int main(void)
 	}
 	test_refused();
 	test_connection();
+	test_hostile_srcavail();
 	printf("%s - verbs transport: %d checks, %d failures\n",
 	       failures ? "not ok" : "ok", checks, failures);
 	printf("1..1\n");
