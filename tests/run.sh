@@ -195,6 +195,7 @@ itest "itest/stream-epoll-conns8-$SMALL" 180 sdp_stream --family "$FAM4" --mode 
 itest "itest/stream-blocking-conns8-$SMALL" 180 sdp_stream --family "$FAM4" --mode blocking --conns 8 --bytes "$SMALL" --seed 4
 itest "itest/stream6-blocking-$MED" 120 sdp_stream --family "$FAM6" --mode blocking --bytes "$MED" --seed 5
 itest "itest/stream-small-pieces" 120 sdp_stream --family "$FAM4" --mode epoll --edge --conns 2 --bytes 4M --max-piece 700 --seed 6
+itest "itest/sigwait" 60 sdp_sigwait --family "$FAM4"
 itest "itest/halfclose" 60 sdp_halfclose --family "$FAM4"
 itest "itest/halfclose6" 60 sdp_halfclose --family "$FAM6"
 itest "itest/abort" 60 sdp_abort --family "$FAM4"

@@ -17,6 +17,7 @@
 #include "engine/appwake.h"
 #include "engine/config.h"
 #include "engine/conn.h"
+#include "engine/sigseen.h"
 #include "engine/progress.h"
 #include "engine/zcopy.h"
 
@@ -430,6 +431,7 @@ ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 	int peek = !!(msg_flags & MSG_PEEK);
 	uint64_t deadline = timeout_ms > 0 ?
 		sdp_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+	struct sdp_sig_mark sig = sdp_sig_mark();
 	ssize_t ret;
 	uint32_t seq;
 	int r, zc_stop = 0, zc_tried = 0;
@@ -525,9 +527,16 @@ wait:
 		if (sdp_cfg.spin_us && c->qp)
 			sdp_appwake_spin_locked(c);
 		pthread_mutex_unlock(&c->lock);
+		/* A handler that ran since the call began (while it spun,
+		 * or looked) interrupts it as it would the kernel's sleep. */
 		r = sdp_cfg.spin_us && c->qp && rx_spin(c, seq) ? 0 :
+			sdp_sig_interrupted(sig) ? -EINTR :
 			sdp_conn_wait(c, seq, deadline);
 		pthread_mutex_lock(&c->lock);
+		if (r == -EINTR && !deadline && sdp_sig_restart(sig)) {
+			sig = sdp_sig_mark();	/* SA_RESTART: go on */
+			continue;
+		}
 		if (r == -EINTR || r == -ETIMEDOUT) {
 			/* The peer skipped the progress doorbell because we
 			 * were waiting: look at what arrived before leaving. */

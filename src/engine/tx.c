@@ -20,6 +20,7 @@
 #include "engine/appwake.h"
 #include "engine/config.h"
 #include "engine/conn.h"
+#include "engine/sigseen.h"
 #include "engine/progress.h"
 #include "engine/zcopy.h"
 
@@ -531,6 +532,7 @@ ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 		sdp_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
 	/* ZCopy: blocking sends only; each large iovec element apart. */
 	int zc_ok = !nonblock && !oob;
+	struct sdp_sig_mark sig = sdp_sig_mark();
 	const uint8_t *zp = NULL;
 	size_t zlen = 0, span, span_end;
 	ssize_t ret;
@@ -625,8 +627,13 @@ ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 		}
 wait:
 		pthread_mutex_unlock(&c->lock);
-		r = sdp_conn_wait(c, seq, deadline);
+		r = sdp_sig_interrupted(sig) ? -EINTR :
+			sdp_conn_wait(c, seq, deadline);
 		pthread_mutex_lock(&c->lock);
+		if (r == -EINTR && !deadline && sdp_sig_restart(sig)) {
+			sig = sdp_sig_mark();	/* SA_RESTART: go on */
+			continue;
+		}
 		if (r == -EINTR || r == -ETIMEDOUT) {
 			/* The peer skipped the progress doorbell because we
 			 * were waiting: look at what arrived before leaving. */

@@ -60,6 +60,7 @@
 #include "engine/config.h"
 #include "engine/conn.h"
 #include "engine/real.h"
+#include "engine/sigseen.h"
 #include "socket/sock.h"
 #include "transport/multi.h"
 #include "transport/transport.h"
@@ -648,7 +649,7 @@ static int spin_worthwhile(void)
  * user-space events in ev. */
 static int spin(int ep, struct snap *sn, int n, int word,
 		struct epoll_event *ev, int max, const struct timespec *ts,
-		const sigset_t *mask, int kind, int *k)
+		const sigset_t *mask, int kind, int *k, unsigned sig)
 {
 	uint64_t end = sdp_now_ns() + sdp_cfg.spin_us * 1000ull;
 	unsigned round = 0;
@@ -656,6 +657,10 @@ static int spin(int ep, struct snap *sn, int n, int word,
 
 	do {
 		sched_yield();
+		if (sdp_sig_seen != sig) {
+			errno = EINTR;	/* a handler ran: as a sleep would */
+			return -1;
+		}
 		*k = user_events(sn, n, word, ev, max);
 		if (*k)
 			return 0;
@@ -754,6 +759,9 @@ static void sleep_end(struct snap *sn, int n, int word,
 static int fast_wait(int ep, struct epoll_event *ev, int max, int tmo,
 		     const struct timespec *ts, const sigset_t *mask, int kind)
 {
+	/* Any handler from now on interrupts the wait, as it would the
+	 * kernel's (engine/sigseen.h), even one that ran while we looked. */
+	unsigned sig = sdp_sig_seen;
 	struct snap *sn;
 	int n, k = 0, r, saved, word = -1;
 
@@ -776,7 +784,7 @@ static int fast_wait(int ep, struct epoll_event *ev, int max, int tmo,
 	}
 	k = user_events(sn, n, word, ev, max);
 	if (!k && tmo != 0 && spin_worthwhile()) {
-		r = spin(ep, sn, n, word, ev, max, ts, mask, kind, &k);
+		r = spin(ep, sn, n, word, ev, max, ts, mask, kind, &k, sig);
 		if (r != 0)
 			goto out;
 	}
@@ -786,7 +794,13 @@ static int fast_wait(int ep, struct epoll_event *ev, int max, int tmo,
 	}
 	for (int tries = 1; !k; tries++) {
 		if (sleep_begin(sn, n, tries < WORD_TRIES ? word : -1)) {
-			r = kernel_wait(ep, ev, max, tmo, ts, mask, kind);
+			if (sdp_sig_seen != sig) {
+				errno = EINTR;
+				r = -1;
+			} else {
+				r = kernel_wait(ep, ev, max, tmo, ts, mask,
+						kind);
+			}
 			saved = errno;
 			sleep_end(sn, n, tries < WORD_TRIES ? word : -1, ev, r);
 			errno = saved;
