@@ -69,6 +69,9 @@ p1=$(pkts)
 if [ $((p1 - p0)) -gt 24000 ]; then echo "PASS vm/itest-over-rxe (rxe-a sent $((p1 - p0)) packets)"
 else echo "FAIL vm/itest-over-rxe: rxe-a sent only $((p1 - p0)) packets: not over verbs"; fails=$((fails + 1)); fi
 t itest-halfclose 90 "$RUN" "$T/sdp_halfclose" --family sdp
+# A signal handled while recv/epoll_wait spin before sleeping: EINTR, or a
+# restart under SA_RESTART, as the kernel's own calls (engine/sigseen.h).
+t itest-sigwait 60 "$RUN" "$T/sdp_sigwait" --family sdp
 # fork() after the parent used verbs: the children open their own connections
 # (the transport re-opens in a child), inherited ones fail cleanly.
 t itest-abort 90 "$RUN" "$T/sdp_abort" --family sdp
