@@ -23,27 +23,8 @@
 
 #include "transport/loop.h"
 #include "transport/transport.h"
+#include "unit_tap.h"
 
-static int g_checks_failed;
-
-#define CHECK_EQ(a, b)                                                       \
-	do {                                                                 \
-		long long a_ = (long long)(a), b_ = (long long)(b);          \
-		if (a_ != b_) {                                              \
-			printf("#   %s:%d: CHECK_EQ(%s, %s): %lld != %lld\n", \
-			       __FILE__, __LINE__, #a, #b, a_, b_);          \
-			g_checks_failed++;                                   \
-		}                                                            \
-	} while (0)
-
-#define CHECK(c)                                                             \
-	do {                                                                 \
-		if (!(c)) {                                                  \
-			printf("#   %s:%d: CHECK(%s) failed\n", __FILE__,    \
-			       __LINE__, #c);                                \
-			g_checks_failed++;                                   \
-		}                                                            \
-	} while (0)
 
 static const struct sdp_transport_ops *T;
 
@@ -650,7 +631,7 @@ static void test_listener_close(void)
 
 int main(void)
 {
-	static const struct { void (*fn)(void); const char *name; } tests[] = {
+	static const struct unit_test tests[] = {
 		{ test_defaults, "dummy defaults and status names" },
 		{ test_bind, "bind, ephemeral port, EADDRINUSE" },
 		{ test_refused, "connect to nothing: REJECTED/ECONNREFUSED" },
@@ -664,16 +645,6 @@ int main(void)
 		{ test_faults, "fault injection" },
 		{ test_listener_close, "listener close rejects pending" },
 	};
-	int n = sizeof(tests) / sizeof(tests[0]), failed = 0;
-
 	T = sdp_loop_transport.ops;
-	printf("1..%d\n", n);
-	for (int i = 0; i < n; i++) {
-		g_checks_failed = 0;
-		tests[i].fn();
-		printf("%sok %d - %s\n", g_checks_failed ? "not " : "", i + 1,
-		       tests[i].name);
-		failed += !!g_checks_failed;
-	}
-	return failed ? 1 : 0;
+	return unit_run_all(tests, (int)(sizeof(tests) / sizeof(tests[0])));
 }

@@ -20,26 +20,7 @@
 
 #include "policy/policy.h"
 
-static int g_checks_failed;
-
-#define CHECK(c)                                                             \
-	do {                                                                 \
-		if (!(c)) {                                                  \
-			printf("#   %s:%d: CHECK(%s) failed\n", __FILE__,    \
-			       __LINE__, #c);                                \
-			g_checks_failed++;                                   \
-		}                                                            \
-	} while (0)
-
-#define CHECK_EQ(a, b)                                                       \
-	do {                                                                 \
-		long long a_ = (long long)(a), b_ = (long long)(b);          \
-		if (a_ != b_) {                                              \
-			printf("#   %s:%d: CHECK_EQ(%s, %s): %lld != %lld\n", \
-			       __FILE__, __LINE__, #a, #b, a_, b_);          \
-			g_checks_failed++;                                   \
-		}                                                            \
-	} while (0)
+#include "unit_tap.h"
 
 #define CHECK_STR(a, b)                                                      \
 	do {                                                                 \

@@ -26,27 +26,8 @@
 
 #include "transport/shm.h"
 #include "transport/wakeword.h"
+#include "unit_tap.h"
 
-static int g_checks_failed;
-
-#define CHECK_EQ(a, b)                                                       \
-	do {                                                                 \
-		long long a_ = (long long)(a), b_ = (long long)(b);          \
-		if (a_ != b_) {                                              \
-			printf("#   %s:%d: CHECK_EQ(%s, %s): %lld != %lld\n", \
-			       __FILE__, __LINE__, #a, #b, a_, b_);          \
-			g_checks_failed++;                                   \
-		}                                                            \
-	} while (0)
-
-#define CHECK(c)                                                             \
-	do {                                                                 \
-		if (!(c)) {                                                  \
-			printf("#   %s:%d: CHECK(%s) failed\n", __FILE__,    \
-			       __LINE__, #c);                                \
-			g_checks_failed++;                                   \
-		}                                                            \
-	} while (0)
 
 /* Bytes waiting on fd (non-blocking), consumed. */
 static int bytes_waiting(int fd)
@@ -276,23 +257,12 @@ static void test_fork_own_page(void)
 
 int main(void)
 {
-	static const struct { void (*fn)(void); const char *name; } tests[] = {
+	static const struct unit_test tests[] = {
 		{ test_own_page, "own page: slots, sleepers, generations, exhaustion" },
 		{ test_peer_mapping, "peer mapping: read-only, shared, impostors refused" },
 		{ test_waker_obeys_word, "shm waker: APP_WORD wakes only a sleeping set, once per sleep" },
 		{ test_fork_own_page, "fork: the child's sets get a page of their own" },
 	};
-	int n = sizeof(tests) / sizeof(tests[0]), failed = 0;
-
 	signal(SIGPIPE, SIG_IGN);
-	printf("1..%d\n", n);
-	for (int i = 0; i < n; i++) {
-		g_checks_failed = 0;
-		tests[i].fn();
-		printf("%sok %d - %s\n", g_checks_failed ? "not " : "", i + 1,
-		       tests[i].name);
-		fflush(stdout);
-		failed += !!g_checks_failed;
-	}
-	return failed ? 1 : 0;
+	return unit_run_all(tests, (int)(sizeof(tests) / sizeof(tests[0])));
 }
