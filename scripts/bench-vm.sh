@@ -21,7 +21,9 @@
 # BENCH_LAT_ONLY=1: only the ping-pong rows (SDP with and without the verbs
 # wait spin, SDP_VERBS_SPIN_US=0, in the same boot; TCP; ib_send_lat).
 # BENCH_RST_ONLY=1: only rstream, SDP against rsockets (the parity
-# target), and the sockperf ping-pong row.
+# target), and the sockperf ping-pong row.  With BENCH_EXP=1 an "exp" row
+# runs SDP with BENCH_EXP_ENV, comma-separated settings (A/B in one boot):
+#   BENCH_EXP_ENV=SDP_RECV_BUFS=4,SDP_RECV_BUF_SIZE=131088
 set -u
 B=${1:-build} R=${2:-3}
 A=10.99.0.1 S=10.99.0.2
@@ -91,7 +93,7 @@ pt() { # perftest binary size -> Gbit/s (or usec for _lat)
 }
 rst() { # mode size count -> usec per transfer (64 B) or Gbit/s
 	local w=env o="-T s"
-	case $1 in sdp) w=$RUN ;; sdpx) w="env SDP_VERBS_EXP=1 $RUN" ;; sdpz) w="env SDP_ZCOPY_THRESH=65536 $RUN" ;; rs) o= ;; esac
+	case $1 in sdp) w=$RUN ;; sdpx) w="env ${BENCH_EXP_ENV//,/ } $RUN" ;; sdpz) w="env SDP_ZCOPY_THRESH=65536 $RUN" ;; rs) o= ;; esac
 	timeout $((T + 30)) $w rstream $o -b $S -p 7471 -S "$2" -C "$3" >/dev/null 2>&1 & local sp=$!
 	sleep 1
 	timeout $((T + 25)) $w rstream $o -s $S -b $A -p 7471 -S "$2" -C "$3" 2>/dev/null |
