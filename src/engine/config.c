@@ -37,22 +37,24 @@ struct sdp_config sdp_cfg = {
 
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 
-static void env_u32(const char *name, uint32_t *out, uint32_t min, uint32_t max)
+/* Returns 1 if the variable was set and taken. */
+static int env_u32(const char *name, uint32_t *out, uint32_t min, uint32_t max)
 {
 	const char *s = getenv(name);
 	char *end;
 	unsigned long long v;
 
 	if (!s || !*s)
-		return;
+		return 0;
 	errno = 0;
 	v = strtoull(s, &end, 0);
 	if (errno || *end || v < min || v > max) {
 		fprintf(stderr, "libsdp: ignoring %s=\"%s\": expected an integer "
 			"in [%u, %u]\n", name, s, min, max);
-		return;
+		return 0;
 	}
 	*out = (uint32_t)v;
+	return 1;
 }
 
 static void config_load(void)
@@ -60,8 +62,11 @@ static void config_load(void)
 	uint32_t lvl = 0;
 	const char *t;
 
-	env_u32("SDP_RECV_BUFS", &sdp_cfg.recv_bufs, 4, 1024);
-	env_u32("SDP_RECV_BUF_SIZE", &sdp_cfg.recv_buf_size, 1024, 1u << 24);
+	sdp_cfg.recv_bufs_set =
+		env_u32("SDP_RECV_BUFS", &sdp_cfg.recv_bufs, 4, 1024);
+	sdp_cfg.recv_buf_size_set =
+		env_u32("SDP_RECV_BUF_SIZE", &sdp_cfg.recv_buf_size, 1024,
+			1u << 24);
 	env_u32("SDP_SNDBUF", &sdp_cfg.sndbuf, 4096, 1u << 30);
 	env_u32("SDP_RCVBUF", &sdp_cfg.rcvbuf, 4096, 1u << 30);
 	env_u32("SDP_SPIN_US", &sdp_cfg.spin_us, 0, 1000000);

@@ -236,6 +236,17 @@ static int conn_setup_qp(struct sdp_conn *c, struct sdp_qp *qp)
 	return 0;
 }
 
+/* The provider's preferred receive buffers, unless the environment set
+ * them (before the QP exists: they size its receive region). */
+static void conn_bufs_for(struct sdp_conn *c,
+			  const struct sdp_transport_ops *ops)
+{
+	if (ops->recv_bufs_pref && !sdp_cfg.recv_bufs_set)
+		c->nbufs = ops->recv_bufs_pref;
+	if (ops->recv_buf_size_pref && !sdp_cfg.recv_buf_size_set)
+		c->buf_size = ops->recv_buf_size_pref;
+}
+
 static void qp_attr(const struct sdp_conn *c, struct sdp_qp_attr *a)
 {
 	memset(a, 0, sizeof(*a));
@@ -279,6 +290,7 @@ int sdp_conn_connect(struct sdp_conn *c, struct sdp_listener *local,
 		local = sdp_tp_local_for(ops, local);
 	}
 	pthread_mutex_lock(&c->lock);
+	conn_bufs_for(c, ops);
 	qp_attr(c, &attr);
 	r = ops->create_qp(&attr, &qp);
 	if (r < 0)
@@ -381,6 +393,7 @@ int sdp_conn_accept_req(struct sdp_conn_req *req, const struct sdp_hello *hello,
 		ops->reject(req);
 		return r;
 	}
+	conn_bufs_for(c, sdp_tp_req_provider(ops, req));
 	qp_attr(c, &attr);
 	r = ops->create_qp_from_req(req, &attr, &qp);
 	if (r < 0) {

@@ -261,6 +261,15 @@ static void multi_reject(struct sdp_conn_req *req)
 	free(mr);
 }
 
+const struct sdp_transport_ops *sdp_tp_req_provider(
+	const struct sdp_transport_ops *port_ops,
+	const struct sdp_conn_req *req)
+{
+	if (port_ops == &multi_ops)
+		return ((const struct multi_req *)req)->ops;
+	return port_ops;
+}
+
 static int multi_create_qp_from_req(struct sdp_conn_req *req,
 				    const struct sdp_qp_attr *attr,
 				    struct sdp_qp **out)

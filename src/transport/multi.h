@@ -39,6 +39,12 @@ void sdp_tp_app_look(void);
 /* The ops that own the port space (bind/listen/requests) in this process. */
 const struct sdp_transport_ops *sdp_tp_select_default(void);
 
+/* The provider a connection request from `port_ops`'s get_request() will
+ * be accepted on (a combined listener's requests carry theirs). */
+const struct sdp_transport_ops *sdp_tp_req_provider(
+	const struct sdp_transport_ops *port_ops,
+	const struct sdp_conn_req *req);
+
 /* The provider for a connection to `dst`. */
 const struct sdp_transport_ops *sdp_tp_for_dest(const struct sockaddr *dst,
 						socklen_t len);

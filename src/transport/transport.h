@@ -314,6 +314,11 @@ struct sdp_transport_ops {
 	 * are to land is not copied.  Valid until the next post on the QP,
 	 * so the caller holds the connection's lock from here to the post. */
 	uint8_t *(*send_slot)(struct sdp_qp *qp, uint32_t *cap);
+
+	/* Optional: the private receive buffers this provider runs best
+	 * with (count, and bytes each, BSDH included); 0 for the engine's
+	 * defaults.  SDP_RECV_BUFS / SDP_RECV_BUF_SIZE override them. */
+	uint32_t recv_bufs_pref, recv_buf_size_pref;
 };
 
 #define SDP_APP_ARM_QUIET 2

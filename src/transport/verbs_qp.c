@@ -677,6 +677,11 @@ const struct sdp_transport_ops sdp__verbs_ops = {
 	.event_fd = sdp__verbs_event_fd,
 	.req_notify = sdp__verbs_req_notify,
 	.ack_events = sdp__verbs_ack_events,
+	/* Half as many buffers, twice the size: the same 512 KiB per
+	 * connection as the engine's default, half the messages per byte
+	 * (rxe in the VM: faster at every size, docs/BENCHMARKS-VM.md). */
+	.recv_bufs_pref = 8,
+	.recv_buf_size_pref = 65536 + 16,
 };
 
 const struct sdp_transport sdp_verbs_transport = {

@@ -447,6 +447,12 @@ static void test_hostile_srcavail(void)
 	r = sdp_wire_decode_hello_ack(ev.priv, ev.priv_len, &ack);
 	REQUIRE(r == 0 && ack.bsdh.bufs > 0, "HelloAck %d, %u credits", r,
 		ack.bsdh.bufs);
+	/* The verbs provider's own receive buffers (transport.h
+	 * recv_bufs_pref), unless the environment chose. */
+	if (!getenv("SDP_RECV_BUFS") && !getenv("SDP_RECV_BUF_SIZE"))
+		CHECK(ack.bsdh.bufs == 8 && ack.act_rcv_sz == 65536 + 16,
+		      "HelloAck: %u buffers of %u bytes, want verbs' 8 of "
+		      "65552", ack.bsdh.bufs, ack.act_rcv_sz);
 
 	/* Combined mode: the first bytes inline, the rest to be read. */
 	memset(&m, 0, sizeof(m));
