@@ -4,6 +4,7 @@
  * Slot values: 0 free, OWNER_RELEASED nobody, else the owner's pid.
  */
 #include "engine/owner.h"
+#include "engine/atfork.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -45,7 +46,8 @@ static struct owner_region *get_region(void)
 			 -1, 0);
 		if (p != MAP_FAILED) {
 			me = getpid();
-			pthread_atfork(NULL, NULL, owner_atfork_child);
+			sdp_atfork_add(SDP_ATFORK_INNER, NULL, NULL,
+				       owner_atfork_child);
 			__atomic_store_n(&region, p, __ATOMIC_RELEASE);
 		}
 	}

@@ -15,6 +15,7 @@
  * epoll and its reference dropped only here, after the batch of events that
  * may still name it has been handled.
  */
+#include "engine/atfork.h"
 #include "transport/fdhigh.h"
 #include "engine/progress.h"
 
@@ -108,7 +109,8 @@ static int progress_start_locked(void)
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
 
 	if (!atfork_done) {
-		pthread_atfork(NULL, NULL, progress_atfork_child);
+		sdp_atfork_add(SDP_ATFORK_INNER, NULL, NULL,
+			       progress_atfork_child);
 		atfork_done = 1;
 	}
 	P.epfd = sdp_fd_high(epoll_create1(EPOLL_CLOEXEC));

@@ -15,6 +15,7 @@
  * here makes a system call after the file exists, except the progress
  * thread draining the wake socket and the clock (vDSO).
  */
+#include "engine/atfork.h"
 #include "transport/fdhigh.h"
 #include "engine/stats_shm.h"
 
@@ -317,8 +318,8 @@ static int init_locked(void)
 	S.hdr = h;
 	S.recs = (struct sdp_stat_rec *)((char *)h + 4096);
 	__atomic_store_n(&S.wake_fd, open_wake_socket(S.pid), __ATOMIC_RELAXED);
-	pthread_atfork(stat_atfork_prepare, stat_atfork_parent,
-		       stat_atfork_child);
+	sdp_atfork_add(SDP_ATFORK_INNER, stat_atfork_prepare,
+		       stat_atfork_parent, stat_atfork_child);
 	/* Unlocked readers (progress thread) load state, then hdr. */
 	__atomic_store_n(&S.state, 1, __ATOMIC_RELEASE);
 	watch_locked();

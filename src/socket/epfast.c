@@ -56,6 +56,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/atfork.h"
 #include "engine/appwake.h"
 #include "engine/config.h"
 #include "engine/conn.h"
@@ -953,5 +954,5 @@ static void ep_child(void)
 __attribute__((constructor)) static void ep_ctor(void)
 {
 	ep_pid = (uint32_t)getpid();
-	pthread_atfork(ep_prepare, NULL, ep_child);
+	sdp_atfork_add(SDP_ATFORK_INNER, ep_prepare, NULL, ep_child);
 }

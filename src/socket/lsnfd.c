@@ -30,6 +30,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "engine/atfork.h"
 #include "engine/config.h"
 #include "engine/real.h"
 #include "socket/sock.h"
@@ -191,7 +192,12 @@ static void lsn_after_child(void)
 
 __attribute__((constructor)) static void lsn_ctor(void)
 {
-	pthread_atfork(lsn_prepare, lsn_after_parent, lsn_after_child);
+	/* Outer: the switch to TCP closes listeners, which takes the
+	 * locks of other modules (stats) that their prepare handlers hold
+	 * across fork, and must find the transports already reset in the
+	 * child (atfork.h). */
+	sdp_atfork_add(SDP_ATFORK_OUTER, lsn_prepare, lsn_after_parent,
+		       lsn_after_child);
 }
 
 /* ---- epoll_ctl --------------------------------------------------------------- */

@@ -39,6 +39,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "engine/atfork.h"
 #include "transport/fdhigh.h"
 #include "transport/shm.h"
 
@@ -73,7 +74,7 @@ static void pf_after(void)
 
 static void pf_init(void)
 {
-	pthread_atfork(pf_prepare, pf_after, pf_after);
+	sdp_atfork_add(SDP_ATFORK_INNER, pf_prepare, pf_after, pf_after);
 }
 
 static bool pidfd_exited(int fd)

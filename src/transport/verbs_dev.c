@@ -29,6 +29,7 @@
  * So only news for a process whose threads all sleep some other way
  * (nanosleep, a condition variable) can wait, and at most that long.
  */
+#include "engine/atfork.h"
 #include "transport/verbs.h"
 #include "transport/multi.h"
 #include "engine/libthreads.h"
@@ -386,7 +387,8 @@ static int vb_start(void)
 	int r;
 
 	if (!atfork_done) {
-		if (pthread_atfork(NULL, NULL, vb_atfork_child))
+		if (sdp_atfork_add(SDP_ATFORK_INNER, NULL, NULL,
+				   vb_atfork_child))
 			return -ENOMEM;
 		atfork_done = true;
 	}

@@ -12,7 +12,13 @@
  *   4. the parent exits without closing (a daemonizing fork): the child's
  *      inherited connection fails the same way;
  *   5. afterwards the parent's connections made before those forks still
- *      carry data both ways: the children destroyed nothing of the parent's.
+ *      carry data both ways: the children destroyed nothing of the parent's;
+ *   6. a pre-forking server on the socket switch's "both" listener (plain
+ *      AF_INET under sdp_run): a verbs listener cannot be shared, so fork()
+ *      turns it into a TCP listener in parent and children.  fork() must
+ *      return (it once deadlocked in the parent: the switch ran inside a
+ *      fork handler while the stats lock was held), two workers accept, and
+ *      clients that try SDP first get their checksummed echo over TCP.
  * Over shm (a transport that shares QPs across fork) cases 3 and 4 would
  * work instead, so this program runs only with SDP_TRANSPORT=verbs (exit 77
  * otherwise).  Usage: sdp_fork_verbs --family sdp|sdp6
@@ -230,6 +236,62 @@ static void case_parent_exits(void)
 	info("ok: case 4: daemonized child's inherited connection fails cleanly");
 }
 
+/* Case 6: workers on an inherited "both" listener (see the header). */
+static void case_prefork_both(void)
+{
+	enum { WORKERS = 2, BYTES = 1 << 16 };
+	int saved_domain = g_domain, saved_af = g_af;
+	pid_t w[WORKERS];
+	uint16_t port;
+	int l, i, st;
+
+	if (set_family(g_af == AF_INET6 ? "tcp6" : "tcp"))
+		die("case 6: no plain family");
+	l = make_listener(&port, 16);
+	watchdog_arm(60, "case 6: fork() or a worker hung");
+	for (i = 0; i < WORKERS; i++) {
+		w[i] = fork();
+		if (w[i] < 0)
+			DIE_ERRNO("fork");
+		if (w[i] == 0) {
+			unsigned char buf[BYTES];
+			int s;
+
+			alarm(40);	/* no watchdog thread after fork */
+			s = accept_one(l);
+			if (read_full(s, buf, sizeof(buf), "case 6 worker "
+				      "read") != sizeof(buf))
+				_exit(5);
+			write_full(s, buf, sizeof(buf), "case 6 worker echo");
+			close(s);
+			_exit(0);
+		}
+	}
+	close(l);	/* the workers' now */
+	for (i = 0; i < WORKERS; i++) {
+		unsigned char out[BYTES], in[BYTES];
+		prng_t r;
+		int c = connect_to(port);
+
+		prng_seed(&r, 60 + (uint64_t)i);
+		prng_fill(&r, out, sizeof(out));
+		write_full(c, out, sizeof(out), "case 6 client write");
+		if (read_full(c, in, sizeof(in), "case 6 client read") !=
+		    sizeof(in) || memcmp(in, out, sizeof(in)))
+			die("case 6: echo %d differs", i);
+		close(c);
+	}
+	for (i = 0; i < WORKERS; i++)
+		if (waitpid(w[i], &st, 0) < 0 || !WIFEXITED(st) ||
+		    WEXITSTATUS(st))
+			die("case 6: worker %d failed (status 0x%x)", i, st);
+	watchdog_disarm();
+	g_domain = saved_domain;
+	g_af = saved_af;
+	info("ok: case 6: pre-forked workers on a \"both\" listener served "
+	     "%d clients (64 KiB echoed each)", WORKERS);
+}
+
 int main(int argc, char **argv)
 {
 	const char *tp = getenv("SDP_TRANSPORT");
@@ -261,6 +323,7 @@ int main(int argc, char **argv)
 	carry(c, s, 4 << 20, 51, "case 5: parent -> peer");
 	carry(s, c, 4 << 20, 52, "case 5: peer -> parent");
 	info("ok: case 5: the parent's connection still carries 4 MiB each way");
+	case_prefork_both();
 	close(c);
 	close(s);
 	close(lfd);

@@ -76,6 +76,7 @@ t itest-sigwait 60 "$RUN" "$T/sdp_sigwait" --family sdp
 # (the transport re-opens in a child), inherited ones fail cleanly.
 t itest-abort 90 "$RUN" "$T/sdp_abort" --family sdp
 t itest-kill 90 "$RUN" "$T/sdp_kill" --family sdp
+# Case 6: a pre-forking server on a "both" listener (fork() once deadlocked).
 t itest-fork-verbs 90 "$RUN" "$T/sdp_fork_verbs" --family sdp
 # ZCopy over verbs, both directions at once on one connection, every byte
 # checked: Read ZCopy (SrcAvail + RDMA READ by the sink; --require read
