@@ -311,7 +311,8 @@ int sdp_zcopy_take_wc_locked(struct sdp_conn *c, const struct sdp_wc *wc)
 }
 
 int sdp_zcopy_rdma_locked(struct sdp_conn *c, int write, void *buf,
-			  uint32_t n, uint64_t raddr, uint32_t rkey)
+			  uint32_t n, uint64_t raddr, uint32_t rkey,
+			  struct sdp_mr **done_mr)
 {
 	const uint64_t wrid = write ? ZC_WRID_WRITE : ZC_WRID_READ;
 	struct sdp_mr *mr = NULL;
@@ -379,13 +380,14 @@ int sdp_zcopy_rdma_locked(struct sdp_conn *c, int write, void *buf,
 	st = c->zc_rdma_done[write] ? (enum sdp_wc_status)c->zc_rdma_st[write] :
 				      SDP_WC_WR_FLUSH_ERR;
 	c->zc_rdma_done[write] = 0;
-	zc_dereg(c, mr);
 	if (st != SDP_WC_SUCCESS) {
+		zc_dereg(c, mr);
 		sdp_log(SDP_LOG_INFO, "conn %u: RDMA %s failed: %s", c->id,
 			write ? "WRITE" : "READ", sdp_wc_status_str(st));
 		sdp_conn_reset_locked(c, -ECONNRESET, SDP_REASON_TRANSPORT);
 		return -ECONNRESET;
 	}
+	*done_mr = mr;
 	return 0;
 }
 
@@ -400,6 +402,7 @@ ssize_t sdp_zcopy_read_locked(struct sdp_conn *c, const struct iovec *iov,
 	struct sdp_zc_rx *zr = &c->zc_rx;
 	uint32_t thresh = sdp_zcopy_thresh_locked(c), rem;
 	size_t done = 0, voff = skip;
+	struct sdp_mr *held = NULL;	/* last READ's, dropped after the flush */
 	int vi = 0, r;
 
 	if (!zr->active || zr->reading || c->rx_bytes)
@@ -436,11 +439,13 @@ ssize_t sdp_zcopy_read_locked(struct sdp_conn *c, const struct iovec *iov,
 			n = rem;
 		if (n > SDP_ZC_MAX_READ)
 			n = SDP_ZC_MAX_READ;
+		zc_dereg(c, held);
+		held = NULL;
 		zr->reading = 1;
 		r = sdp_zcopy_rdma_locked(c, 0,
 					  (uint8_t *)iov[vi].iov_base + voff,
 					  (uint32_t)n, zr->vaddr + zr->off,
-					  zr->rkey);
+					  zr->rkey, &held);
 		zr->reading = 0;
 		if (r < 0) {
 			if (c->state == SDP_ST_RESET)
@@ -470,6 +475,7 @@ ssize_t sdp_zcopy_read_locked(struct sdp_conn *c, const struct iovec *iov,
 		}
 	}
 	if (done || c->zc_pend_sendsm)
-		sdp_tx_flush_locked(c, 0);
+		sdp_tx_flush_locked(c, 0);	/* RdmaRdCompl first ... */
+	zc_dereg(c, held);			/* ... then the registration */
 	return (ssize_t)done;
 }

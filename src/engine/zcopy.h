@@ -169,9 +169,13 @@ void sdp_zcopy_flush_ctl_locked(struct sdp_conn *c);
  * (raddr, rkey), waited for in this locked section (completions met on the
  * way are processed as the progress step would).  0, or -errno after the
  * connection was reset (transport failure) or registration failed (then
- * the connection is intact). */
+ * the connection is intact).  On success the local registration (which
+ * grants the peer nothing) is handed to the caller in *done_mr, to drop
+ * with sdp_zcopy_dereg_locked() once its RdmaRdCompl / RdmaWrCompl is
+ * posted: the peer's wake-up need not wait for the deregistration. */
 int sdp_zcopy_rdma_locked(struct sdp_conn *c, int write, void *buf,
-			  uint32_t n, uint64_t raddr, uint32_t rkey);
+			  uint32_t n, uint64_t raddr, uint32_t rkey,
+			  struct sdp_mr **done_mr);
 /* Is `wc` the completion of a ZCopy RDMA READ or WRITE?  Then it is
  * recorded for the thread waiting in sdp_zcopy_rdma_locked (1); every CQ
  * drain of the connection must ask before dropping a send completion. */

@@ -689,6 +689,7 @@ int sdp_zcopy_write_wanted_locked(struct sdp_conn *c, size_t len)
 ssize_t sdp_zcopy_write_locked(struct sdp_conn *c, const void *p, size_t len)
 {
 	struct sdp_zc_snk_peer *sp = &c->zc_snk_peer;
+	struct sdp_mr *mr = NULL;
 	uint32_t n;
 	int r;
 
@@ -700,7 +701,7 @@ ssize_t sdp_zcopy_write_locked(struct sdp_conn *c, const void *p, size_t len)
 	n = len > sp->len ? sp->len : (uint32_t)len;
 	sp->writing = 1;
 	r = sdp_zcopy_rdma_locked(c, 1, (void *)(uintptr_t)p, n, sp->vaddr,
-				  sp->rkey);
+				  sp->rkey, &mr);
 	sp->writing = 0;
 	if (r < 0) {
 		if (c->state == SDP_ST_RESET)
@@ -722,6 +723,7 @@ ssize_t sdp_zcopy_write_locked(struct sdp_conn *c, const void *p, size_t len)
 	c->stats.zc_wr_tx_bytes += n;
 	c->stats.bytes_sent += n;
 	c->tx_queued_off += n;
-	sdp_tx_flush_locked(c, 0);
+	sdp_tx_flush_locked(c, 0);	/* RdmaWrCompl before the dereg */
+	sdp_zcopy_dereg_locked(c, mr);
 	return n;
 }
