@@ -49,6 +49,15 @@
 
 #define VB_CQ_INIT	4096		/* shared CQ entries at creation */
 #define VB_RESOLVE_MS	2000		/* rdma_resolve_addr / _route */
+/* Address resolution is tried first with this timeout, doubled on each
+ * timeout until VB_RESOLVE_MS in all.  Why: when the peer's link-layer
+ * address is not cached, the kernel (ib_addr) sends the ARP/ND request and
+ * retries only when its neighbour-update notification comes or the
+ * timeout expires; an answer that arrives before the request is queued
+ * (veth, a fast LAN) is missed, and the connect waited the whole 2 s every
+ * time, where TCP takes milliseconds.  A short first timeout finds the
+ * entry at the retry. */
+#define VB_RESOLVE_FIRST_MS	25
 /* Transport retries.  Not 7: soft-RoCE (rxe) treats 7 like the RNR
  * "infinite" value and never gives up on a dead peer. */
 #define VB_RETRY_COUNT	6
@@ -169,6 +178,9 @@ struct vb_qp {
 	uint32_t max_inline;		/* IBV_SEND_INLINE limit of the QP */
 	uint8_t hello[VB_HELLO_WIRE];	/* connect(): REQ private data */
 	struct sdp_tp_addr addr;
+	struct sockaddr_storage dst;	/* connect(): address being resolved */
+	uint64_t resolve_dl_ms;		/* end of the resolution budget */
+	uint32_t resolve_ms;		/* timeout of the current try */
 
 	_Atomic uint32_t seq;		/* futex: news for this QP */
 	_Atomic uint32_t waiters;	/* asleep in wait() */

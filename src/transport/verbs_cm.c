@@ -281,8 +281,11 @@ int sdp__verbs_connect(struct sdp_qp *tq, struct sdp_listener *local,
 		return -errno;
 	}
 	atomic_store(&qp->state, VB_RESOLVING);
+	memcpy(&qp->dst, dst, len < sizeof(qp->dst) ? len : sizeof(qp->dst));
+	qp->resolve_ms = VB_RESOLVE_FIRST_MS;
+	qp->resolve_dl_ms = sdp__verbs_now_ns() / 1000000u + VB_RESOLVE_MS;
 	if (rdma_resolve_addr(qp->id, NULL, (struct sockaddr *)dst,
-			      VB_RESOLVE_MS)) {
+			      (int)qp->resolve_ms)) {
 		r = -errno;
 		atomic_store(&qp->state, VB_FAILED);
 		return r;
@@ -318,6 +321,22 @@ static void fail(struct vb_qp *qp, enum sdp_cm_event_type type, int err)
 {
 	atomic_store(&qp->state, VB_FAILED);
 	sdp__verbs_push_event(qp, type, err, NULL, 0);
+}
+
+/* An address resolution timed out: try again, with a doubled timeout,
+ * while the budget lasts (VB_RESOLVE_FIRST_MS).  True if a try is out. */
+static bool resolve_again(struct vb_qp *qp)
+{
+	uint64_t now = sdp__verbs_now_ns() / 1000000u;
+	uint32_t next = qp->resolve_ms * 2;
+
+	if (atomic_load(&qp->state) != VB_RESOLVING || now >= qp->resolve_dl_ms)
+		return false;
+	if (next > qp->resolve_dl_ms - now)
+		next = (uint32_t)(qp->resolve_dl_ms - now);
+	qp->resolve_ms = next;
+	return rdma_resolve_addr(qp->id, NULL, (struct sockaddr *)&qp->dst,
+				 (int)next) == 0;
 }
 
 static void cm_route_resolved(struct vb_qp *qp)
@@ -366,6 +385,10 @@ static void cm_qp_event(struct vb_qp *qp, struct rdma_cm_event *e)
 			cm_route_resolved(qp);
 		break;
 	case RDMA_CM_EVENT_ADDR_ERROR:
+		if (st == -ETIMEDOUT && resolve_again(qp))
+			break;
+		fail(qp, SDP_CM_UNREACHABLE, st < 0 ? st : -EHOSTUNREACH);
+		break;
 	case RDMA_CM_EVENT_ROUTE_ERROR:
 		fail(qp, SDP_CM_UNREACHABLE, st < 0 ? st : -EHOSTUNREACH);
 		break;

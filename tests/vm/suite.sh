@@ -76,6 +76,9 @@ t itest-sigwait 60 "$RUN" "$T/sdp_sigwait" --family sdp
 # (the transport re-opens in a child), inherited ones fail cleanly.
 t itest-abort 90 "$RUN" "$T/sdp_abort" --family sdp
 t itest-kill 90 "$RUN" "$T/sdp_kill" --family sdp
+# First contact: connect() right after the neighbour table was flushed, over
+# SDP, in well under the 2 s rdma_cm once waited there (first_contact.py).
+t connect-first-contact 60 "$RUN" python3 tests/vm/first_contact.py $A $S
 # Case 6: a pre-forking server on a "both" listener (fork() once deadlocked).
 t itest-fork-verbs 90 "$RUN" "$T/sdp_fork_verbs" --family sdp
 # ZCopy over verbs, both directions at once on one connection, every byte
