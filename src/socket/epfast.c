@@ -414,8 +414,10 @@ static int snap_room_locked(int n)
 }
 
 /* Take the set's eligible connections (references) into snap_buf, and
- * the set's wake word into *word. */
-static int snapshot(int ep, int *word)
+ * the set's wake word into *word.  Not inlined: fast_wait() sets a
+ * cancellation point's cleanup (setjmp), and this loop's variables would
+ * then be "clobbered" in its frame. */
+static __attribute__((noinline)) int snapshot(int ep, int *word)
 {
 	struct ep_set *set;
 	struct snap *out;
@@ -568,6 +570,13 @@ static int kernel_wait_now(int ep, struct epoll_event *ev, int max, int tmo,
 	}
 }
 
+/* The kernel calls below are cancellation points: a thread cancelled in
+ * one (pthread_cancel, deferred) still ends its sleep. */
+static void app_sleep_cancelled(void *token)
+{
+	sdp_tp_app_sleep_end(*(int *)token);
+}
+
 /* A poll/select/epoll call: with a timeout that is not zero, a sleep;
  * else a look (multi.h).  Returns the call's result, errno intact. */
 #define AS_APP_SLEEP(zero_timeout, call)				\
@@ -578,8 +587,10 @@ static int kernel_wait_now(int ep, struct epoll_event *ev, int max, int tmo,
 			return call;					\
 		}							\
 		token_ = sdp_tp_app_sleep_begin();			\
+		pthread_cleanup_push(app_sleep_cancelled, &token_);	\
 		r_ = call;						\
 		e_ = errno;						\
+		pthread_cleanup_pop(0);					\
 		sdp_tp_app_sleep_end(token_);				\
 		errno = e_;						\
 		return r_;						\
@@ -757,6 +768,26 @@ static void sleep_end(struct snap *sn, int n, int word,
  * that keeps changing). */
 #define WORD_TRIES 4
 
+/* What a thread cancelled in its kernel sleep (a cancellation point) must
+ * undo: the set's sleep (else it looks asleep for good and its peers write
+ * a readiness byte for every message) and the snapshot's references (else
+ * its connections are never freed). */
+struct sleep_undo {
+	struct snap *sn;
+	int n, word;
+	int sleeping;		/* between sleep_begin and sleep_end */
+};
+
+static void sleep_cancelled(void *arg)
+{
+	const struct sleep_undo *u = arg;
+
+	if (u->sleeping)
+		sleep_end(u->sn, u->n, u->word, NULL, -1);
+	for (int i = 0; i < u->n; i++)
+		sdp_conn_put(u->sn[i].c);
+}
+
 static int fast_wait(int ep, struct epoll_event *ev, int max, int tmo,
 		     const struct timespec *ts, const sigset_t *mask, int kind)
 {
@@ -775,6 +806,10 @@ static int fast_wait(int ep, struct epoll_event *ev, int max, int tmo,
 	sn = snap_buf;
 	if (!n)
 		return kernel_wait(ep, ev, max, tmo, ts, mask, kind);
+	/* From here every exit is through `out` (the pop). */
+	struct sleep_undo undo = { sn, n, -1, 0 };
+
+	pthread_cleanup_push(sleep_cancelled, &undo);
 	/* Leave room for the kernel's events, so that they are not starved
 	 * by busy SDP connections; with room for one event only, give the
 	 * kernel the first look every few calls. */
@@ -794,16 +829,19 @@ static int fast_wait(int ep, struct epoll_event *ev, int max, int tmo,
 		goto out;
 	}
 	for (int tries = 1; !k; tries++) {
-		if (sleep_begin(sn, n, tries < WORD_TRIES ? word : -1)) {
+		undo.word = tries < WORD_TRIES ? word : -1;
+		if (sleep_begin(sn, n, undo.word)) {
 			if (sdp_sig_seen != sig) {
 				errno = EINTR;
 				r = -1;
 			} else {
+				undo.sleeping = 1;
 				r = kernel_wait(ep, ev, max, tmo, ts, mask,
 						kind);
+				undo.sleeping = 0;
 			}
 			saved = errno;
-			sleep_end(sn, n, tries < WORD_TRIES ? word : -1, ev, r);
+			sleep_end(sn, n, undo.word, ev, r);
 			errno = saved;
 			goto out;
 		}
@@ -820,6 +858,7 @@ out:
 	saved = errno;
 	for (int i = 0; i < n; i++)
 		sdp_conn_put(sn[i].c);
+	pthread_cleanup_pop(0);
 	errno = saved;
 	return r;
 }

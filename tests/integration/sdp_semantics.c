@@ -141,6 +141,7 @@ static const struct {
 	{ "epfast_poll_after_epoll", t_epfast_poll_after_epoll },
 	{ "epfast_nested", t_epfast_nested },
 	{ "epfast_idle_cpu", t_epfast_idle_cpu },
+	{ "epfast_cancelled_sleep", t_epfast_cancelled },
 	{ "recv_eintr", t_eintr },
 	{ "so_rcvtimeo", t_rcvtimeo },
 	{ "oob_urgent_data", t_oob },
