@@ -414,10 +414,8 @@ static int snap_room_locked(int n)
 }
 
 /* Take the set's eligible connections (references) into snap_buf, and
- * the set's wake word into *word.  Not inlined: fast_wait() sets a
- * cancellation point's cleanup (setjmp), and this loop's variables would
- * then be "clobbered" in its frame. */
-static __attribute__((noinline)) int snapshot(int ep, int *word)
+ * the set's wake word into *word. */
+static int snapshot(int ep, int *word)
 {
 	struct ep_set *set;
 	struct snap *out;

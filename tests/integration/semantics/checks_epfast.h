@@ -248,6 +248,13 @@ static int t_epfast_cancelled(void)
 {
 	if (!fast_on())
 		return 0;	/* kernel epoll: nothing of ours to undo */
+#ifdef __SANITIZE_ADDRESS__
+	/* GCC 12's ASan cannot follow a cancellation's unwinding out of an
+	 * instrumented frame: its own stack bookkeeping CHECK fails in the
+	 * cleanup (asan_thread.cpp, kCurrentStackFrameMagic), whichever
+	 * form glibc's cleanup takes.  The plain build runs this check. */
+	SKIP("ASan cannot follow a thread cancellation's unwinding");
+#endif
 	int c, s;
 	PAIR(c, s);
 	set_nonblock(c, 1);
