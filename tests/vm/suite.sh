@@ -79,6 +79,18 @@ t itest-kill 90 "$RUN" "$T/sdp_kill" --family sdp
 # First contact: connect() right after the neighbour table was flushed, over
 # SDP, in well under the 2 s rdma_cm once waited there (first_contact.py).
 t connect-first-contact 60 "$RUN" python3 tests/vm/first_contact.py $A $S
+# The same with every packet from veth-b (the ARP answer too) delayed
+# 100 ms: the first 25 ms resolution times out, the retries must still end
+# over SDP, not in a TCP fallback.
+slow_arp() {
+	modprobe sch_netem 2>/dev/null
+	tc qdisc add dev veth-b root netem delay 100ms || return 1
+	"$RUN" python3 tests/vm/first_contact.py $A $S; local rc=$?
+	tc qdisc del dev veth-b root
+	return $rc
+}
+export -f slow_arp
+t connect-first-contact-slow-arp 60 slow_arp
 # Case 6: a pre-forking server on a "both" listener (fork() once deadlocked).
 t itest-fork-verbs 90 "$RUN" "$T/sdp_fork_verbs" --family sdp
 # ZCopy over verbs, both directions at once on one connection, every byte
