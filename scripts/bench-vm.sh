@@ -94,12 +94,17 @@ gid_index() { # device -> index of its IPv4-mapped GID
 }
 sent_a() { rdma statistic show link rxe-a/1 | tr ' ' '\n' | grep -A1 '^sent_pkts' | tail -1; }
 pt() { # perftest binary size -> Gbit/s (or usec, typical, for _lat)
-	local out p0
-	"$1" -d rxe-b -x "$(gid_index rxe-b)" -s "$2" -D $T >/dev/null 2>&1 & local sp=$!
-	sleep 1
-	p0=$(sent_a)
-	out=$(timeout $((T + 15)) "$1" -d rxe-a -x "$(gid_index rxe-a)" -s "$2" -D $T $S 2>/dev/null)
-	kill $sp 2>/dev/null; wait $sp 2>/dev/null
+	local out p0 try
+	# A server not yet listening after its second (slow emulation)
+	# fails the client at once: one more try.
+	for try in 1 2; do
+		"$1" -d rxe-b -x "$(gid_index rxe-b)" -s "$2" -D $T >/dev/null 2>&1 & local sp=$!
+		sleep $try
+		p0=$(sent_a)
+		out=$(timeout $((T + 15)) "$1" -d rxe-a -x "$(gid_index rxe-a)" -s "$2" -D $T $S 2>/dev/null)
+		kill $sp 2>/dev/null; wait $sp 2>/dev/null
+		echo "$out" | grep -q "^ *$2 " && break
+	done
 	[ "$(sent_a)" -gt "$p0" ] || return 0
 	if [[ $1 == *_lat ]]; then
 		# -D runs print "#bytes #iterations t_avg[usec] ...".
