@@ -43,22 +43,12 @@
 
 /* ---- TAP and checks ------------------------------------------------------ */
 
-static int g_checks_failed;	/* failures in the current test */
+/* g_checks_failed, CHECK and CHECK_EQ. */
+#include "unit_tap.h"
+
 static int g_tests_failed;
 static int g_test_no;
 static const char *g_tap_prefix = "";	/* "# " in a forked sub-run */
-
-#define CHECK_EQ(a, b)                                                       \
-	do {                                                                 \
-		long long a_ = (long long)(a);                               \
-		long long b_ = (long long)(b);                               \
-		if (a_ != b_) {                                              \
-			printf("#   %s:%d: CHECK_EQ(%s, %s): %lld != %lld\n", \
-			       __FILE__, __LINE__, #a, #b, a_, b_);          \
-			fflush(stdout);                                      \
-			g_checks_failed++;                                   \
-		}                                                            \
-	} while (0)
 
 /* Compare as unsigned 64-bit (byte counts, checksums). */
 #define CHECK_EQ_U(a, b)                                                     \
@@ -81,16 +71,6 @@ static const char *g_tap_prefix = "";	/* "# " in a forked sub-run */
 		if (!(a_ op b_)) {                                           \
 			printf("#   %s:%d: CHECK(%s %s %s): %lld vs %lld\n", \
 			       __FILE__, __LINE__, #a, #op, #b, a_, b_);     \
-			fflush(stdout);                                      \
-			g_checks_failed++;                                   \
-		}                                                            \
-	} while (0)
-
-#define CHECK(c)                                                             \
-	do {                                                                 \
-		if (!(c)) {                                                  \
-			printf("#   %s:%d: CHECK(%s) failed\n", __FILE__,    \
-			       __LINE__, #c);                                \
 			fflush(stdout);                                      \
 			g_checks_failed++;                                   \
 		}                                                            \

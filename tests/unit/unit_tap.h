@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * unit_tap.h — TAP output and checks for the unit tests that need nothing
- * else (the engine tests have engine_helpers.h).  A check that fails prints
- * where and what, and fails its test; the binary exits 1 if any test
- * failed.
+ * unit_tap.h — TAP output and checks for the unit tests (the engine tests
+ * take the checks from here and add their own runner in engine_helpers.h).
+ * A check that fails prints where and what (flushed: forked sub-runs share
+ * stdout), and fails its test; the binary exits 1 if any test failed.
  */
 #ifndef SDP_TEST_UNIT_TAP_H
 #define SDP_TEST_UNIT_TAP_H
@@ -18,6 +18,7 @@ static int g_checks_failed;	/* failures in the current test */
 		if (a_ != b_) {                                              \
 			printf("#   %s:%d: CHECK_EQ(%s, %s): %lld != %lld\n", \
 			       __FILE__, __LINE__, #a, #b, a_, b_);          \
+			fflush(stdout);                                      \
 			g_checks_failed++;                                   \
 		}                                                            \
 	} while (0)
@@ -27,6 +28,7 @@ static int g_checks_failed;	/* failures in the current test */
 		if (!(c)) {                                                  \
 			printf("#   %s:%d: CHECK(%s) failed\n", __FILE__,    \
 			       __LINE__, #c);                                \
+			fflush(stdout);                                      \
 			g_checks_failed++;                                   \
 		}                                                            \
 	} while (0)

@@ -218,25 +218,9 @@ static void *ep_sleeper(void *p)
 	struct ep_sleeper *a = p;
 	struct epoll_event out;
 
-	a->tid = (pid_t)syscall(SYS_gettid);
+	a->tid = my_tid();
 	epoll_wait(a->ep, &out, 1, -1);	/* cancelled in there */
 	return NULL;
-}
-
-/* Is thread `tid` of this process asleep in epoll_wait in the kernel? */
-static int in_kernel_epoll(pid_t tid)
-{
-	char path[64], w[64] = "";
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/wchan", (int)tid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	if (!fgets(w, sizeof(w), f))
-		w[0] = 0;
-	fclose(f);
-	return strstr(w, "epoll_wait") != NULL;
 }
 
 /* A thread cancelled while its epoll_wait sleeps in the kernel (a
@@ -267,9 +251,10 @@ static int t_epfast_cancelled(void)
 	CHECK(pthread_create(&th, NULL, ep_sleeper, &a) == 0, "pthread_create");
 	/* Past the user-space spin, asleep in the kernel (bounded wait). */
 	double t0 = now_sec();
-	while (!(a.tid && in_kernel_epoll(a.tid)) && now_sec() - t0 < 10)
+	while (!(a.tid && thread_waits_in(a.tid, "epoll_wait")) &&
+	       now_sec() - t0 < 10)
 		sched_yield();
-	CHECK(a.tid && in_kernel_epoll(a.tid),
+	CHECK(a.tid && thread_waits_in(a.tid, "epoll_wait"),
 	      "the thread never slept in the kernel's epoll_wait");
 	CHECK(pthread_cancel(th) == 0, "pthread_cancel");
 	CHECK(pthread_join(th, &rv) == 0 && rv == PTHREAD_CANCELED,

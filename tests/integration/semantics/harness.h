@@ -64,6 +64,22 @@ static int thread_blocked(pid_t tid)
 	return p && p[1] == ' ' && (p[2] == 'S' || p[2] == 'D');
 }
 
+/* Is thread tid asleep in a kernel function whose name contains `fn`
+ * (its wchan)?  More precise than thread_blocked(): a lock's futex is a
+ * sleep too. */
+static int thread_waits_in(pid_t tid, const char *fn)
+{
+	char path[64], w[64] = "";
+	snprintf(path, sizeof path, "/proc/self/task/%d/wchan", (int)tid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (!fgets(w, sizeof w, f))
+		w[0] = 0;
+	fclose(f);
+	return strstr(w, fn) != NULL;
+}
+
 /* bounded condition poll (2 s) until thread tid sleeps in the kernel */
 static void wait_blocked(pid_t tid)
 {
