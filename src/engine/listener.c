@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/cancel.h"
 #include "engine/config.h"
 #include "engine/conn.h"
 #include "engine/real.h"
@@ -473,8 +474,18 @@ int sdp_listen_accept(struct sdp_listen *l, int nonblock, int timeout_ms,
 			ts.tv_nsec = (timeout_ms % 1000) * 1000000L;
 			tsp = &ts;
 		}
-		r = syscall(SYS_futex, &l->seq, FUTEX_WAIT_PRIVATE, seq, tsp,
-			    NULL, 0);
+		/* pthread_cancel wakes us through the same word. */
+		if (sdp_cancel_sleep_begin(&l->seq, 1)) {
+			r = -1;
+			errno = EINTR;
+		} else {
+			r = syscall(SYS_futex, &l->seq, FUTEX_WAIT_PRIVATE,
+				    seq, tsp, NULL, 0);
+			if (sdp_cancel_sleep_end()) {
+				r = -1;
+				errno = EINTR;
+			}
+		}
 		pthread_mutex_lock(&l->lock);
 		l->accept_waiters--;
 		pthread_mutex_unlock(&l->lock);

@@ -16,6 +16,7 @@
 #include <sys/sendfile.h>
 #include <unistd.h>
 
+#include "engine/cancel.h"
 #include "engine/real.h"
 #include "socket/sock.h"
 
@@ -80,22 +81,30 @@ static ssize_t sock_recv(struct sdp_sock *s, const struct iovec *iov, int cnt,
 	return r;
 }
 
+/* The end of every data call on an SDP descriptor, which began with
+ * sdp_cancel_enter(1) (each is a cancellation point, engine/cancel.h): a
+ * pending pthread_cancel may act only once the socket is released. */
+static ssize_t io_end(struct sdp_sock *s, ssize_t r)
+{
+	sdp_sock_put(s);
+	sdp_cancel_leave(r, 1);
+	return sdp_sret(r);
+}
+
 static ssize_t send1(struct sdp_sock *s, const void *buf, size_t len, int flags)
 {
 	struct iovec v = { .iov_base = (void *)buf, .iov_len = len };
-	ssize_t r = sock_send(s, &v, 1, flags);
 
-	sdp_sock_put(s);
-	return sdp_sret(r);
+	sdp_cancel_enter(1);
+	return io_end(s, sock_send(s, &v, 1, flags));
 }
 
 static ssize_t recv1(struct sdp_sock *s, void *buf, size_t len, int flags)
 {
 	struct iovec v = { .iov_base = buf, .iov_len = len };
-	ssize_t r = sock_recv(s, &v, 1, flags);
 
-	sdp_sock_put(s);
-	return sdp_sret(r);
+	sdp_cancel_enter(1);
+	return io_end(s, sock_recv(s, &v, 1, flags));
 }
 
 static int iov_ok(const struct iovec *iov, int cnt)
@@ -146,9 +155,9 @@ SDP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 		sdp_real_init();
 		return sdp_real.writev(fd, iov, cnt);
 	}
+	sdp_cancel_enter(1);
 	r = iov_ok(iov, cnt) ? sock_send(s, iov, cnt, 0) : -EINVAL;
-	sdp_sock_put(s);
-	return sdp_sret(r);
+	return io_end(s, r);
 }
 
 SDP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
@@ -160,14 +169,14 @@ SDP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 		sdp_real_init();
 		return sdp_real.sendmsg(fd, msg, flags);
 	}
+	sdp_cancel_enter(1);
 	if (!msg || !iov_ok(msg->msg_iov, (int)msg->msg_iovlen))
 		r = -EINVAL;
 	else if (msg->msg_controllen)
 		r = -EOPNOTSUPP;	/* no ancillary data on SDP streams */
 	else
 		r = sock_send(s, msg->msg_iov, (int)msg->msg_iovlen, flags);
-	sdp_sock_put(s);
-	return sdp_sret(r);
+	return io_end(s, r);
 }
 
 SDP_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
@@ -215,9 +224,9 @@ SDP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 		sdp_real_init();
 		return sdp_real.readv(fd, iov, cnt);
 	}
+	sdp_cancel_enter(1);
 	r = iov_ok(iov, cnt) ? sock_recv(s, iov, cnt, 0) : -EINVAL;
-	sdp_sock_put(s);
-	return sdp_sret(r);
+	return io_end(s, r);
 }
 
 SDP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
@@ -229,6 +238,7 @@ SDP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 		sdp_real_init();
 		return sdp_real.recvmsg(fd, msg, flags);
 	}
+	sdp_cancel_enter(1);
 	if (!msg || !iov_ok(msg->msg_iov, (int)msg->msg_iovlen)) {
 		r = -EINVAL;
 	} else {
@@ -237,8 +247,7 @@ SDP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 		msg->msg_controllen = 0;
 		msg->msg_flags = (r > 0 && (flags & MSG_OOB)) ? MSG_OOB : 0;
 	}
-	sdp_sock_put(s);
-	return sdp_sret(r);
+	return io_end(s, r);
 }
 
 /* Fortified variants (-D_FORTIFY_SOURCE): check, then the same path. */
@@ -420,9 +429,11 @@ SDP_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 		return real ? real(out_fd, in_fd, offset, count) :
 			      (errno = ENOSYS, -1);
 	}
+	/* Not a POSIX cancellation point, but it blocks like send(): one
+	 * here (engine/cancel.h). */
+	sdp_cancel_enter(1);
 	r = sdp_sendfile(s, in_fd, offset, count);
-	sdp_sock_put(s);
-	return sdp_sret(r);
+	return io_end(s, r);
 }
 
 SDP_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off_t *offset,

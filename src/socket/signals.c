@@ -15,12 +15,18 @@
  * either the old handler or the new one, whole.  Two threads replacing the
  * same signal's handler at once race as they would with the kernel alone:
  * one of the two wins.
+ *
+ * pthread_cancel() is here too, the other way a thread is interrupted:
+ * engine/cancel.h.
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
 
+#include "engine/cancel.h"
 #include "engine/sigseen.h"
 #include "socket/sock.h"
 
@@ -130,4 +136,20 @@ SDP_EXPORT sighandler_t signal(int sig, sighandler_t handler)
 SDP_EXPORT sighandler_t bsd_signal(int sig, sighandler_t handler)
 {
 	return signal(sig, handler);
+}
+
+/* pthread_cancel(): wake the target if it sleeps in the library, and let
+ * the cancel act only at the library's boundary (engine/cancel.h). */
+SDP_EXPORT int pthread_cancel(pthread_t th)
+{
+	static int (*_Atomic real)(pthread_t);
+	int (*fn)(pthread_t) = atomic_load(&real);
+
+	if (!fn) {
+		*(void **)&fn = dlsym(RTLD_NEXT, "pthread_cancel");
+		if (!fn)
+			return ENOSYS;
+		atomic_store(&real, fn);
+	}
+	return sdp_cancel_thread(th, fn);
 }

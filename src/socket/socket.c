@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/cancel.h"
 #include "engine/config.h"
 #include "engine/real.h"
 #include "engine/stats_shm.h"
@@ -310,6 +311,20 @@ static void conn_apply_options(struct sdp_conn *c, const struct sdp_sock *s)
 	sdp_zcopy_set_thresh_locked(c, s->zcopy_thresh);
 }
 
+/* A thread cancelled in accept()'s poll: release what do_accept() holds. */
+struct accept_held {
+	struct sdp_sock *s;
+	struct sdp_listen *l;
+};
+
+static void accept_cancelled(void *arg)
+{
+	struct accept_held *h = arg;
+
+	sdp_listen_put(h->l);
+	sdp_sock_put(h->s);
+}
+
 /*
  * Wait for an SDP connection or, on a "both" listener, a kernel TCP one.
  * Returns 0 with *c set, a TCP descriptor (> 0), or -errno.
@@ -319,6 +334,7 @@ static int accept_any(struct sdp_sock *s, int fd, struct sdp_listen *l,
 		      socklen_t *len)
 {
 	int nonblock = atomic_load(&s->nonblock), r;
+	struct accept_held held = { s, l };
 
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
@@ -355,8 +371,15 @@ static int accept_any(struct sdp_sock *s, int fd, struct sdp_listen *l,
 			return r;
 		/* The descriptor is an epoll set over every queue (lsnfd.c);
 		 * after a wake-up another process may win the race: then we
-		 * find nothing and sleep again, as TCP's accept does. */
+		 * find nothing and sleep again, as TCP's accept does.  poll()
+		 * is one of glibc's cancellation points: a pthread_cancel acts
+		 * in it, and the handler drops what the call holds. */
+		if (sdp_cancel_kernel_wait_begin())
+			return -EINTR;
+		pthread_cleanup_push(accept_cancelled, &held);
 		r = poll(&p, 1, s->rcvtimeo_ms ? s->rcvtimeo_ms : -1);
+		pthread_cleanup_pop(0);
+		sdp_cancel_kernel_wait_end();
 		if (r < 0 && errno == EINTR)
 			return -EINTR;
 		if (r == 0)
@@ -377,6 +400,7 @@ static int do_accept(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 		r = sdp_real.accept4(fd, sa, len, flags);
 		return r < 0 ? -errno : r;
 	}
+	sdp_cancel_enter(1);	/* engine/cancel.h */
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) {
 		r = -EINVAL;
 		goto out;
@@ -428,6 +452,7 @@ static int do_accept(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 	r = nfd;
 out:
 	sdp_sock_put(s);
+	sdp_cancel_leave(r, 1);
 	return r;
 }
 
@@ -486,6 +511,7 @@ SDP_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		sdp_real_init();
 		return sdp_real.connect(fd, sa, len);
 	}
+	sdp_cancel_enter(1);	/* engine/cancel.h */
 	if (s->switched) {
 		r = sdp_switch_connect(s, fd, sa, len);
 		if (r != 1)
@@ -546,6 +572,7 @@ SDP_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		r = switch_fallback(s, fd, sa, len, r);
 out:
 	sdp_sock_put(s);
+	sdp_cancel_leave(r, 1);
 	return sdp_ret(r);
 }
 
@@ -593,11 +620,16 @@ SDP_EXPORT int close(int fd)
 		return -1;
 	s = sdp_fd_take(fd);
 	sdp_switch_forget_tcp(fd);
+	/* Not acted upon at entry (point 0): the descriptor is gone
+	 * already, and the release must run whole (engine/cancel.h). */
+	if (s)
+		sdp_cancel_enter(0);
 	r = sdp_real.close(fd);
 	if (s) {
 		if (atomic_fetch_sub(&s->nfds, 1) == 1)
 			sdp_sock_release(s);
 		sdp_sock_put(s);
+		sdp_cancel_leave(0, 0);
 	}
 	return r;
 }

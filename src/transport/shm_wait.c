@@ -33,6 +33,7 @@
 #include <unistd.h>
 #include <linux/futex.h>
 
+#include "engine/cancel.h"
 #include "transport/shm.h"
 
 static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val,
@@ -187,10 +188,17 @@ int sdp__shm_wait(struct sdp_qp *sq, uint32_t seq, int timeout_ms)
 			slice = SHM_WAIT_SLICE_MS;
 		ts.tv_sec = 0;
 		ts.tv_nsec = (long)slice * 1000000;
-		if (futex(&c->seq, FUTEX_WAIT, seq, &ts) < 0 && errno == EINTR) {
+		/* pthread_cancel wakes us through the same word. */
+		if (sdp_cancel_sleep_begin(&c->seq, 0)) {
 			ret = -EINTR;
 			break;
 		}
+		if (futex(&c->seq, FUTEX_WAIT, seq, &ts) < 0 && errno == EINTR)
+			ret = -EINTR;
+		if (sdp_cancel_sleep_end())
+			ret = -EINTR;
+		if (ret)
+			break;
 	}
 	atomic_fetch_sub(&c->waiters, 1);
 	return ret;

@@ -30,6 +30,7 @@
  * (nanosleep, a condition variable) can wait, and at most that long.
  */
 #include "engine/atfork.h"
+#include "engine/cancel.h"
 #include "transport/verbs.h"
 #include "transport/multi.h"
 #include "engine/libthreads.h"
@@ -875,8 +876,18 @@ int sdp__verbs_wait(struct sdp_qp *q, uint32_t seq, int timeout_ms)
 		}
 	}
 	r = 0;
-	if (atomic_load(&qp->seq) == seq)
-		r = futex(&qp->seq, FUTEX_WAIT_PRIVATE, seq, tsp);
+	/* pthread_cancel wakes us through the same word (engine/cancel.h). */
+	if (sdp_cancel_sleep_begin(&qp->seq, 1)) {
+		r = -1;
+		errno = EINTR;
+	} else {
+		if (atomic_load(&qp->seq) == seq)
+			r = futex(&qp->seq, FUTEX_WAIT_PRIVATE, seq, tsp);
+		if (sdp_cancel_sleep_end()) {
+			r = -1;
+			errno = EINTR;
+		}
+	}
 	if (d)
 		atomic_fetch_sub(&d->sleepers, 1);
 	atomic_fetch_sub(&qp->waiters, 1);

@@ -25,6 +25,7 @@
 #include "semantics/checks_events.h"
 #include "semantics/checks_misc.h"
 #include "semantics/checks_epfast.h"
+#include "semantics/checks_cancel.h"
 
 /* ============================ driver ====================================== */
 
@@ -142,6 +143,7 @@ static const struct {
 	{ "epfast_nested", t_epfast_nested },
 	{ "epfast_idle_cpu", t_epfast_idle_cpu },
 	{ "epfast_cancelled_sleep", t_epfast_cancelled },
+	{ "cancel_blocked_calls", t_cancel_blocked },
 	{ "recv_eintr", t_eintr },
 	{ "so_rcvtimeo", t_rcvtimeo },
 	{ "oob_urgent_data", t_oob },
