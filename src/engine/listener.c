@@ -516,9 +516,19 @@ void sdp_listen_requeue(struct sdp_listen *l, struct sdp_conn *c)
 
 void sdp_listen_close(struct sdp_listen *l)
 {
+	sdp_listen_stop(l);
+	sdp_listen_put(l);
+}
+
+void sdp_listen_stop(struct sdp_listen *l)
+{
 	struct sdp_conn *c, *next;
 
 	pthread_mutex_lock(&l->lock);
+	if (l->closed) {
+		pthread_mutex_unlock(&l->lock);
+		return;
+	}
 	l->closed = 1;
 	l->ready = NULL;
 	if (l->stat_slot >= 0)
@@ -544,5 +554,4 @@ void sdp_listen_close(struct sdp_listen *l)
 		sdp_conn_close(c, 1);
 	}
 	sdp_progress_release_listener(l);
-	sdp_listen_put(l);
 }

@@ -58,6 +58,11 @@ int sdp_listen_accept(struct sdp_listen *l, int nonblock, int timeout_ms,
 void sdp_listen_requeue(struct sdp_listen *l, struct sdp_conn *c);
 /* Socket closed: refuse further requests, reset queued connections. */
 void sdp_listen_close(struct sdp_listen *l);
+/* Stop listening, as shutdown(SHUT_RD) of a TCP listener does: refuse new
+ * connections, reset the queued ones, wake every accept() (-EINVAL from
+ * now on).  Idempotent; sdp_listen_close() stops too, then drops the
+ * reference. */
+void sdp_listen_stop(struct sdp_listen *l);
 void sdp_listen_get(struct sdp_listen *l);
 void sdp_listen_put(struct sdp_listen *l);
 int sdp_listen_fd(struct sdp_listen *l);

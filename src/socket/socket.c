@@ -264,7 +264,12 @@ SDP_EXPORT int listen(int fd, int backlog)
 	}
 	pthread_mutex_lock(&s->lock);
 	if (s->kind == SDP_SK_LISTEN) {
-		sdp_listen_set_backlog(s->lsn, backlog);
+		pthread_mutex_lock(&s->lsn->lock);
+		if (s->lsn->closed)
+			r = -EINVAL;	/* shut down (listener_shutdown) */
+		else
+			sdp_listen_set_backlog(s->lsn, backlog);
+		pthread_mutex_unlock(&s->lsn->lock);
 		goto out;
 	}
 	if (s->kind == SDP_SK_NEW) {
@@ -592,6 +597,27 @@ static int switch_fallback(struct sdp_sock *s, int fd, const struct sockaddr *sa
 	return sdp_switch_fallback_connect(s, fd, sa, len, err);
 }
 
+/* shutdown(SHUT_RD or SHUT_RDWR) of a listener, as Linux does for TCP:
+ * it stops listening, and every accept() blocked in it returns EINVAL
+ * (the way programs stop their accept threads); polls on it see it
+ * readable.  Unlike TCP, listen() cannot start it again (EINVAL). */
+static int listener_shutdown(struct sdp_sock *s)
+{
+	struct sdp_listen *l;
+
+	pthread_mutex_lock(&s->lock);
+	l = s->kind == SDP_SK_LISTEN ? s->lsn : NULL;
+	if (l)
+		sdp_listen_get(l);
+	pthread_mutex_unlock(&s->lock);
+	if (!l)
+		return -ENOTCONN;
+	sdp_listen_stop(l);
+	sdp_ready_set(&s->ready, SDP_READY_IN);	/* wakes pollers, "both" accepts */
+	sdp_listen_put(l);
+	return 0;
+}
+
 SDP_EXPORT int shutdown(int fd, int how)
 {
 	struct sdp_sock *s = sdp_fd_get(fd);
@@ -605,6 +631,8 @@ SDP_EXPORT int shutdown(int fd, int how)
 		r = -EINVAL;
 	else if (s->kind == SDP_SK_CONN)
 		r = sdp_conn_shutdown(s->conn, how);
+	else if (s->kind == SDP_SK_LISTEN)
+		r = how == SHUT_WR ? 0 : listener_shutdown(s);
 	else
 		r = -ENOTCONN;
 	sdp_sock_put(s);

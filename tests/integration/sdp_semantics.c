@@ -144,6 +144,7 @@ static const struct {
 	{ "epfast_idle_cpu", t_epfast_idle_cpu },
 	{ "epfast_cancelled_sleep", t_epfast_cancelled },
 	{ "cancel_blocked_calls", t_cancel_blocked },
+	{ "listener_shutdown_wakes_accept", t_listener_shutdown },
 	{ "recv_eintr", t_eintr },
 	{ "so_rcvtimeo", t_rcvtimeo },
 	{ "oob_urgent_data", t_oob },

@@ -72,6 +72,10 @@ t itest-halfclose 90 "$RUN" "$T/sdp_halfclose" --family sdp
 # A signal handled while recv/epoll_wait spin before sleeping: EINTR, or a
 # restart under SA_RESTART, as the kernel's own calls (engine/sigseen.h).
 t itest-sigwait 60 "$RUN" "$T/sdp_sigwait" --family sdp
+# pthread_cancel of threads blocked in recv, send and accept over verbs,
+# where they sleep on a futex glibc cannot interrupt (engine/cancel.h); and
+# shutdown() of a listener waking the thread blocked in accept().
+t itest-cancel 90 "$RUN" "$T/sdp_semantics" --family sdp --only "cancel_blocked|listener_shutdown"
 # fork() after the parent used verbs: the children open their own connections
 # (the transport re-opens in a child), inherited ones fail cleanly.
 t itest-abort 90 "$RUN" "$T/sdp_abort" --family sdp

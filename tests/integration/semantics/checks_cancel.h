@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* pthread_cancel of a thread blocked in a socket call: it must be cancelled
- * (the kernel's calls are cancellation points), leave the socket working
- * for the other threads, lose no byte, and honour PTHREAD_CANCEL_DISABLE.
+/* The two ways programs stop a thread blocked in a socket call.
+ * pthread_cancel: the thread must be cancelled (the kernel's calls are
+ * cancellation points), leave the socket working for the other threads,
+ * lose no byte, and honour PTHREAD_CANCEL_DISABLE.  shutdown() of the
+ * listener a thread is blocked in accept() on: accept returns EINVAL.
  * Included by sdp_semantics.c only. */
 #ifndef SEMANTICS_CHECKS_CANCEL_H
 #define SEMANTICS_CHECKS_CANCEL_H
@@ -163,8 +165,10 @@ static int t_cancel_blocked(void)
 		return -1;
 	CHECK(rv == PTHREAD_CANCELED, "accept: the thread was not cancelled");
 	NEWSOCK(c);
+	if (t_bind_client(c, g_af) < 0)
+		return -1;
 	sockaddr_any sa;
-	socklen_t len = make_loopback(&sa, g_af, port);
+	socklen_t len = make_env_addr(&sa, g_af, port, "SDP_TEST_CONNECT_ADDR");
 	SYS(connect(c, &sa.sa, len));
 	s = accept(l, NULL, NULL);
 	CHECK(s >= 0, "accept after the cancelled one: %s", strerror(errno));
@@ -173,6 +177,46 @@ static int t_cancel_blocked(void)
 	CHECK(b == 'a', "data after the cancelled accept");
 	close(c);
 	close(s);
+	close(l);
+	return 0;
+}
+
+/* shutdown(SHUT_RDWR) of a listener wakes the thread blocked in accept()
+ * (EINVAL, as Linux TCP), wakes pollers, and refuses new
+ * connections. */
+static int t_listener_shutdown(void)
+{
+	uint16_t port;
+	int l = t_listen(g_domain, g_af, &port, 8);
+	if (l < 0)
+		return -1;
+	struct blocked_call a = { .fd = l };
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, blocked_accept, &a) == 0, "pthread_create");
+	for (int i = 0; i < 2000 && !a.tid; i++)
+		msleep_poll(1);
+	wait_blocked(a.tid);
+	SYS(shutdown(l, SHUT_RDWR));
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 10;
+	CHECK(pthread_timedjoin_np(th, NULL, &dl) == 0,
+	      "accept() still blocked 10 s after shutdown() of its listener");
+	CHECK(a.n < 0, "accept() after shutdown returned %zd", a.n);
+	struct pollfd p = { .fd = l, .events = POLLIN };
+	/* Linux: POLLHUP; the library: POLLIN.  Either wakes a poller. */
+	CHECK(poll(&p, 1, 5000) == 1 && (p.revents & (POLLIN | POLLHUP)),
+	      "the shut-down listener does not wake a poller (revents %#x)",
+	      p.revents);
+	EXPECT_ERR(accept(l, NULL, NULL), EINVAL);
+	int c;
+	NEWSOCK(c);
+	if (t_bind_client(c, g_af) < 0)
+		return -1;
+	sockaddr_any sa;
+	socklen_t len = make_env_addr(&sa, g_af, port, "SDP_TEST_CONNECT_ADDR");
+	EXPECT_ERR(connect(c, &sa.sa, len), ECONNREFUSED);
+	close(c);
 	close(l);
 	return 0;
 }

@@ -105,7 +105,8 @@ static int t_listen(int domain, int af, uint16_t *port, int backlog)
 	int one = 1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 	sockaddr_any a;
-	socklen_t len = make_loopback(&a, af, 0);
+	/* Loopback, or the VM suite's server address (itest_common.h). */
+	socklen_t len = make_env_addr(&a, af, 0, "SDP_TEST_SERVER_ADDR");
 	if (bind(fd, &a.sa, len) < 0) {
 		snprintf(detail, sizeof detail, "bind(loopback:0) failed: %s (errno %d)", strerror(errno), errno);
 		close(fd);
@@ -118,6 +119,19 @@ static int t_listen(int domain, int af, uint16_t *port, int backlog)
 		FAIL("getsockname(listener) failed: %s", strerror(errno));
 	*port = addr_port(&a);
 	return fd;
+}
+
+/* Bind a client to $SDP_TEST_CLIENT_ADDR if set (the VM suite: rxe-a). */
+static int t_bind_client(int fd, int af)
+{
+	const char *src = getenv("SDP_TEST_CLIENT_ADDR");
+	if (!src || !*src)
+		return 0;
+	sockaddr_any a;
+	socklen_t len = make_env_addr(&a, af, 0, "SDP_TEST_CLIENT_ADDR");
+	if (bind(fd, &a.sa, len) < 0)
+		FAIL("bind(client, %s): %s", src, strerror(errno));
+	return 0;
 }
 
 typedef struct {
@@ -151,7 +165,10 @@ static int t_pair_on(int domain, int af, int *c, int *s, uint16_t *lport)
 	if (fd < 0)
 		FAIL("socket failed: %s", strerror(errno));
 	sockaddr_any sa;
-	socklen_t len = make_loopback(&sa, af, port);
+	socklen_t len;
+	if (t_bind_client(fd, af) < 0)
+		return -1;
+	len = make_env_addr(&sa, af, port, "SDP_TEST_CONNECT_ADDR");
 	int rc;
 	do
 		rc = connect(fd, &sa.sa, len);
