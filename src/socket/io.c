@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * io.c — the data entry points: send, sendto, sendmsg, write, writev, recv,
- * recvfrom, recvmsg, read, readv and the fortified/_chk aliases glibc uses,
- * so no call slips past the switch.  Each maps the descriptor, then hands an
+ * io.c — the data entry points: send, sendto, sendmsg, sendmmsg, write,
+ * writev, recv, recvfrom, recvmsg, recvmmsg, read, readv and the
+ * fortified/_chk aliases glibc uses, so no call slips past the switch.  Each maps the descriptor, then hands an
  * iovec to the engine; SIGPIPE and errno are produced here, at the boundary.
  */
 #include <dlfcn.h>
@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sendfile.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/cancel.h"
@@ -248,6 +249,147 @@ SDP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 		msg->msg_flags = (r > 0 && (flags & MSG_OOB)) ? MSG_OOB : 0;
 	}
 	return io_end(s, r);
+}
+
+/* glibc's function of that name, for descriptors that are not ours. */
+static void *real_fn(void **slot, const char *name)
+{
+	void *fn = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+
+	if (!fn) {
+		fn = dlsym(RTLD_NEXT, name);
+		__atomic_store_n(slot, fn, __ATOMIC_RELEASE);
+	}
+	return fn;
+}
+
+static ssize_t msg_iov_len(const struct msghdr *m)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < m->msg_iovlen; i++)
+		n += m->msg_iov[i].iov_len;
+	return (ssize_t)n;
+}
+
+/* One message of sendmmsg()/recvmmsg(): the checks of sendmsg/recvmsg. */
+static ssize_t mmsg_one(struct sdp_sock *s, struct msghdr *m, int flags,
+			int sending)
+{
+	ssize_t r;
+
+	if (!iov_ok(m->msg_iov, (int)m->msg_iovlen))
+		return -EINVAL;
+	if (sending)
+		return m->msg_controllen ? -EOPNOTSUPP :
+		       sock_send(s, m->msg_iov, (int)m->msg_iovlen, flags);
+	r = sock_recv(s, m->msg_iov, (int)m->msg_iovlen, flags);
+	m->msg_namelen = 0;
+	m->msg_controllen = 0;
+	m->msg_flags = (r > 0 && (flags & MSG_OOB)) ? MSG_OOB : 0;
+	return r;
+}
+
+/* sendmmsg() as the kernel runs it on a stream socket: sendmsg() per
+ * entry, stopping at an error or a short send; the count of entries sent
+ * if any was, else the error.  At most UIO_MAXIOV entries. */
+SDP_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
+			int flags)
+{
+	static void *real;
+	struct sdp_sock *s = sdp_fd_get(fd);
+	unsigned int i;
+	ssize_t r = 0;
+
+	if (!s) {
+		int (*fn)(int, struct mmsghdr *, unsigned int, int) =
+			real_fn(&real, "sendmmsg");
+		return fn ? fn(fd, vec, vlen, flags) : (errno = ENOSYS, -1);
+	}
+	sdp_cancel_enter(1);
+	if (vlen > IOV_MAX)
+		vlen = IOV_MAX;
+	for (i = 0; i < vlen; i++) {
+		r = mmsg_one(s, &vec[i].msg_hdr, flags, 1);
+		if (r < 0)
+			break;
+		vec[i].msg_len = (unsigned int)r;
+		if (r < msg_iov_len(&vec[i].msg_hdr)) {
+			i++;
+			break;
+		}
+	}
+	return (int)io_end(s, i ? (ssize_t)i : r);
+}
+
+/* recvmmsg() as the kernel runs it on a stream socket: recvmsg() per
+ * entry; MSG_WAITFORONE makes the entries after the first non-blocking;
+ * the timeout is looked at between entries only (as the kernel's).  An
+ * error after the first entry ends the call with the count. */
+SDP_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
+			int flags, struct timespec *timeout)
+{
+	static void *real;
+	struct sdp_sock *s = sdp_fd_get(fd);
+	struct timespec now, end = { 0, 0 };
+	unsigned int i;
+	ssize_t r = 0;
+
+	if (!s) {
+		int (*fn)(int, struct mmsghdr *, unsigned int, int,
+			  struct timespec *) = real_fn(&real, "recvmmsg");
+		return fn ? fn(fd, vec, vlen, flags, timeout) :
+			    (errno = ENOSYS, -1);
+	}
+	if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
+			timeout->tv_nsec >= 1000000000L)) {
+		sdp_sock_put(s);
+		errno = EINVAL;
+		return -1;
+	}
+	sdp_cancel_enter(1);
+	if (timeout) {
+		clock_gettime(CLOCK_MONOTONIC, &end);
+		end.tv_sec += timeout->tv_sec;
+		end.tv_nsec += timeout->tv_nsec;
+		if (end.tv_nsec >= 1000000000L) {
+			end.tv_sec++;
+			end.tv_nsec -= 1000000000L;
+		}
+	}
+	if (vlen > IOV_MAX)
+		vlen = IOV_MAX;
+	for (i = 0; i < vlen; i++) {
+		r = mmsg_one(s, &vec[i].msg_hdr, flags, 0);
+		if (r < 0)
+			break;
+		vec[i].msg_len = (unsigned int)r;
+		if (flags & MSG_WAITFORONE)
+			flags |= MSG_DONTWAIT;
+		if (vec[i].msg_hdr.msg_flags & MSG_OOB) {
+			i++;
+			break;
+		}
+		if (timeout) {
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			if (now.tv_sec > end.tv_sec ||
+			    (now.tv_sec == end.tv_sec &&
+			     now.tv_nsec >= end.tv_nsec)) {
+				i++;
+				break;
+			}
+		}
+	}
+	if (timeout && i) {	/* the kernel writes back the time left */
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long ns = (end.tv_sec - now.tv_sec) * 1000000000L +
+			  (end.tv_nsec - now.tv_nsec);
+		if (ns < 0)
+			ns = 0;
+		timeout->tv_sec = ns / 1000000000L;
+		timeout->tv_nsec = ns % 1000000000L;
+	}
+	return (int)io_end(s, i ? (ssize_t)i : r);
 }
 
 /* Fortified variants (-D_FORTIFY_SOURCE): check, then the same path. */

@@ -448,6 +448,72 @@ static int t_sendmsg_recvmsg(void)
 	return 0;
 }
 
+/* sendmmsg/recvmmsg on a stream: every entry's bytes, in order; the
+ * counts and msg_len as the kernel reports them; MSG_WAITFORONE; EAGAIN
+ * with nothing to read.  glibc calls the system call directly, so without
+ * its own interposition a program's sendmmsg bypassed the library. */
+static int t_mmsg(void)
+{
+	int c, s;
+	PAIR(c, s);
+	enum { N = 3, TOTAL = 1 + 4000 + 70000 };
+	static char src[TOTAL], out[TOTAL];
+	prng_t r;
+	prng_seed(&r, 7);
+	prng_fill(&r, src, sizeof src);
+	size_t lens[N] = { 1, 4000, 70000 }, o = 0;
+	struct iovec wv[N];
+	struct mmsghdr wm[N];
+	memset(wm, 0, sizeof wm);
+	for (int i = 0; i < N; i++) {
+		wv[i] = (struct iovec){ src + o, lens[i] };
+		wm[i].msg_hdr.msg_iov = &wv[i];
+		wm[i].msg_hdr.msg_iovlen = 1;
+		o += lens[i];
+	}
+	char b;
+	struct iovec one = { &b, 1 };
+	struct mmsghdr rm1 = { .msg_hdr = { .msg_iov = &one, .msg_iovlen = 1 } };
+	EXPECT_ERR(recvmmsg(c, &rm1, 1, MSG_DONTWAIT, NULL), EAGAIN);
+	int n = sendmmsg(s, wm, N, MSG_NOSIGNAL);
+	CHECK(n == N, "sendmmsg returned %d (%s)", n, n < 0 ? strerror(errno) : "short");
+	for (int i = 0; i < N; i++)
+		CHECK(wm[i].msg_len == lens[i], "sendmmsg entry %d: msg_len %u, sent %zu",
+		      i, wm[i].msg_len, lens[i]);
+	size_t got = 0;
+	while (got < TOTAL) {
+		/* Four entries of uneven sizes; the first may block, the
+		 * others not (MSG_WAITFORONE). */
+		struct iovec rv[4];
+		struct mmsghdr rm[4];
+		size_t want[4] = { 3, 1000, 9000, 65536 }, at = got;
+		memset(rm, 0, sizeof rm);
+		for (int i = 0; i < 4; i++) {
+			size_t l = TOTAL - at < want[i] ? TOTAL - at : want[i];
+			rv[i] = (struct iovec){ out + at, l };
+			rm[i].msg_hdr.msg_iov = &rv[i];
+			rm[i].msg_hdr.msg_iovlen = 1;
+			at += l;
+		}
+		n = recvmmsg(c, rm, 4, MSG_WAITFORONE, NULL);
+		CHECK(n >= 1, "recvmmsg returned %d (%s)", n, n < 0 ? strerror(errno) : "none");
+		/* Entries are filled in order; only the last may be short. */
+		for (int i = 0; i < n; i++) {
+			CHECK(rm[i].msg_len <= rv[i].iov_len, "recvmmsg entry %d: msg_len %u", i,
+			      rm[i].msg_len);
+			CHECK(rv[i].iov_base == out + got, "recvmmsg entry %d is not where the "
+			      "stream goes on", i);
+			got += rm[i].msg_len;
+			if (rm[i].msg_len < rv[i].iov_len)
+				break;
+		}
+	}
+	CHECK(!memcmp(out, src, TOTAL), "sendmmsg/recvmmsg data mismatch");
+	close(c);
+	close(s);
+	return 0;
+}
+
 /* select/pselect/poll/ppoll with the socket under test and a kernel TCP
  * socket in the same set */
 
