@@ -251,8 +251,7 @@ SDP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	return io_end(s, r);
 }
 
-/* glibc's function of that name, for descriptors that are not ours. */
-static void *real_fn(void **slot, const char *name)
+void *sdp_real_sym(void **slot, const char *name)
 {
 	void *fn = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
 
@@ -303,7 +302,7 @@ SDP_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 
 	if (!s) {
 		int (*fn)(int, struct mmsghdr *, unsigned int, int) =
-			real_fn(&real, "sendmmsg");
+			sdp_real_sym(&real, "sendmmsg");
 		return fn ? fn(fd, vec, vlen, flags) : (errno = ENOSYS, -1);
 	}
 	sdp_cancel_enter(1);
@@ -337,7 +336,7 @@ SDP_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 
 	if (!s) {
 		int (*fn)(int, struct mmsghdr *, unsigned int, int,
-			  struct timespec *) = real_fn(&real, "recvmmsg");
+			  struct timespec *) = sdp_real_sym(&real, "recvmmsg");
 		return fn ? fn(fd, vec, vlen, flags, timeout) :
 			    (errno = ENOSYS, -1);
 	}

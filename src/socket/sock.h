@@ -124,6 +124,10 @@ struct sdp_sock *sdp_sock_new(int domain, int flags, int *err);
 /* Last descriptor closed: close the connection/listener, free the port. */
 void sdp_sock_release(struct sdp_sock *s);
 
+/* glibc's function `name` (dlsym RTLD_NEXT), cached in *slot: for calls
+ * on descriptors that are not ours (io.c). */
+void *sdp_real_sym(void **slot, const char *name);
+
 /* errno at the POSIX boundary: -errno in, -1 out. */
 static inline int sdp_ret(int r)
 {

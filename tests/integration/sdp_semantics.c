@@ -134,6 +134,7 @@ static const struct {
 	{ "sendfile_corked_header_keepalive", t_sendfile_corked },
 	{ "sendmsg_recvmsg_iovecs", t_sendmsg_recvmsg },
 	{ "sendmmsg_recvmmsg", t_mmsg },
+	{ "stdio_fdopen_dprintf", t_stdio },
 	{ "select_pselect_poll_ppoll_mixed_with_tcp", t_multiplex },
 	{ "epoll_oneshot_rearm", t_epoll_oneshot },
 	{ "epoll_edge_triggered", t_epoll_et },

@@ -514,6 +514,37 @@ static int t_mmsg(void)
 	return 0;
 }
 
+/* stdio on a socket: fdopen + fprintf/fgets, dprintf, fileno, fclose.
+ * glibc's streams write with internal calls that bypass any preload, so
+ * without the library's own fdopen the lines went to the descriptor's
+ * kernel object instead of the connection (and the reader hung). */
+static int t_stdio(void)
+{
+	int c, s;
+	PAIR(c, s);
+	FILE *w = fdopen(c, "w"), *r = fdopen(s, "r");
+	CHECK(w && r, "fdopen: %s", strerror(errno));
+	CHECK(fileno(w) == c && fileno(r) == s, "fileno %d/%d, descriptors %d/%d",
+	      fileno(w), fileno(r), c, s);
+	for (int i = 0; i < 500; i++)
+		CHECK(fprintf(w, "line %d of the stream %08x\n", i, i * 2654435761u) > 0,
+		      "fprintf: %s", strerror(errno));
+	CHECK(fflush(w) == 0, "fflush: %s", strerror(errno));
+	char line[128], want[128];
+	for (int i = 0; i < 500; i++) {
+		CHECK(fgets(line, sizeof line, r), "fgets of line %d: %s", i,
+		      feof(r) ? "EOF" : strerror(errno));
+		snprintf(want, sizeof want, "line %d of the stream %08x\n", i, i * 2654435761u);
+		CHECK(!strcmp(line, want), "line %d reads '%s'", i, line);
+	}
+	CHECK(dprintf(c, "dprintf %d\n", 7) == 10, "dprintf: %s", strerror(errno));
+	CHECK(fgets(line, sizeof line, r) && !strcmp(line, "dprintf 7\n"), "dprintf's line");
+	CHECK(fclose(w) == 0, "fclose: %s", strerror(errno));
+	CHECK(fgetc(r) == EOF && feof(r), "no EOF after the writer's fclose");
+	fclose(r);
+	return 0;
+}
+
 /* select/pselect/poll/ppoll with the socket under test and a kernel TCP
  * socket in the same set */
 
