@@ -4,6 +4,7 @@
  * checked: a missing symbol disables interposition instead of crashing later.
  */
 #include "engine/real.h"
+#include "transport/fdhigh.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -24,6 +25,14 @@ static int real_status;
 		if (!sdp_real.name)                                          \
 			real_status = -ENOSYS;                               \
 	} while (0)
+
+static int (*glibc_close)(int);
+
+static int close_own(int fd)
+{
+	sdp_fd_internal_closing(fd);
+	return glibc_close(fd);
+}
 
 static void real_resolve(void)
 {
@@ -56,6 +65,9 @@ static void real_resolve(void)
 	RESOLVE(dup2);
 	RESOLVE(dup3);
 	RESOLVE(epoll_ctl);
+	/* The library's close of its own descriptors drops their mark. */
+	glibc_close = sdp_real.close;
+	sdp_real.close = close_own;
 	if (real_status) {
 		static const char msg[] = "libsdp: cannot resolve the C library's "
 					  "socket functions; SDP disabled\n";

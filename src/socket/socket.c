@@ -9,6 +9,10 @@
  * into TCP here (that is the policy layer's job).
  */
 #include <errno.h>
+#include <link.h>
+#include <limits.h>
+#include <linux/close_range.h>
+#include <sys/syscall.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <netinet/in.h>
@@ -23,6 +27,7 @@
 #include "engine/zcopy.h"
 #include "sdp/sdp.h"
 #include "socket/sock.h"
+#include "transport/fdhigh.h"
 
 SDP_EXPORT const char *sdp_version(void)
 {
@@ -639,6 +644,41 @@ SDP_EXPORT int shutdown(int fd, int how)
 	return sdp_ret(r);
 }
 
+/* The executable segment of libsdp itself: a close() of one of the
+ * library's own descriptors is honoured only from there. */
+static uintptr_t lib_lo, lib_hi;
+static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
+
+static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	uintptr_t me = (uintptr_t)arg;
+
+	(void)size;
+	for (int k = 0; k < info->dlpi_phnum; k++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[k];
+		uintptr_t lo = info->dlpi_addr + p->p_vaddr;
+
+		if (p->p_type == PT_LOAD && (p->p_flags & PF_X) &&
+		    me >= lo && me < lo + p->p_memsz) {
+			lib_lo = lo;
+			lib_hi = lo + p->p_memsz;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static void lib_range_init(void)
+{
+	dl_iterate_phdr(find_self, (void *)(uintptr_t)&lib_range_init);
+}
+
+static int from_library(const void *ret_addr)
+{
+	pthread_once(&lib_once, lib_range_init);
+	return (uintptr_t)ret_addr >= lib_lo && (uintptr_t)ret_addr < lib_hi;
+}
+
 SDP_EXPORT int close(int fd)
 {
 	struct sdp_sock *s;
@@ -646,6 +686,13 @@ SDP_EXPORT int close(int fd)
 
 	if (sdp_real_init() < 0)
 		return -1;
+	/* The application never opened the library's descriptors: closing
+	 * "everything but mine" in a loop must not take them (fdhigh.h). */
+	if (sdp_fd_is_internal(fd) &&
+	    !from_library(__builtin_return_address(0))) {
+		errno = EBADF;
+		return -1;
+	}
 	s = sdp_fd_take(fd);
 	sdp_switch_forget_tcp(fd);
 	/* Not acted upon at entry (point 0): the descriptor is gone
@@ -660,6 +707,48 @@ SDP_EXPORT int close(int fd)
 		sdp_cancel_leave(0, 0);
 	}
 	return r;
+}
+
+/* close_range(2) and closefrom(3) close by number, in the kernel: the
+ * library's table would keep naming the SDP sockets among them (a later
+ * descriptor of the same number would be taken for one), and its own
+ * descriptors in the range would go.  So SDP sockets are closed through
+ * close() first, and the kernel gets the range minus the library's own. */
+SDP_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	unsigned int from = first;
+	int fd, r = 0;
+
+	if (first > last) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (last > INT_MAX)
+		last = INT_MAX;
+	if (!(flags & CLOSE_RANGE_CLOEXEC)) {
+		for (fd = sdp_fd_scan_next((int)first);
+		     fd >= 0 && (unsigned int)fd <= last;
+		     fd = sdp_fd_scan_next(fd + 1))
+			close(fd);
+	}
+	while (from <= last && r == 0) {
+		int own = sdp_fd_next_internal((int)from, (int)last);
+		unsigned int to = own < 0 ? last : (unsigned int)own - 1;
+
+		if (own < 0 || (unsigned int)own > from)
+			r = (int)syscall(SYS_close_range, from, to, flags);
+		if (own < 0)
+			break;
+		from = (unsigned int)own + 1;
+	}
+	return r;
+}
+
+SDP_EXPORT void closefrom(int lowfd)
+{
+	if (lowfd < 0)
+		lowfd = 0;
+	close_range((unsigned int)lowfd, ~0u, 0);
 }
 
 SDP_EXPORT int getsockname(int fd, struct sockaddr *sa, socklen_t *len)

@@ -13,8 +13,22 @@
 #ifndef SDP_FDHIGH_H
 #define SDP_FDHIGH_H
 
+#include <stdbool.h>
+
 /* Move `fd` high (close-on-exec) and return the new number; on any failure
- * (no room up there) return `fd` unchanged.  Negative input passes through. */
+ * (no room up there) return `fd` unchanged.  Negative input passes through.
+ * Either way the descriptor is marked as the library's own. */
 int sdp_fd_high(int fd);
+
+/* The library's own descriptors are protected from the application's
+ * close(), closefrom() and close_range() (socket/socket.c): a program that
+ * closes "every descriptor but its own", in a loop or by range, used to
+ * close the library's epoll sets, eventfds and rendezvous sockets under
+ * it, and then hang.  The mark is dropped when the library closes one
+ * (sdp_fd_internal_closing(), from its close paths). */
+bool sdp_fd_is_internal(int fd);
+void sdp_fd_internal_closing(int fd);
+/* The first marked descriptor in [from, to], or -1. */
+int sdp_fd_next_internal(int from, int to);
 
 #endif

@@ -11,7 +11,9 @@
  */
 #include "itest_common.h"
 
+#include <dirent.h>
 #include <regex.h>
+#include <sys/stat.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
@@ -159,6 +161,7 @@ static const struct {
 	{ "shutdown_rdwr", t_shutdown_rdwr },
 	{ "two_threads_read_write", t_two_threads },
 	{ "dup_dup2", t_dup },
+	{ "close_everything_but_mine", t_close_everything },
 	{ "fork_inherit_connected", t_fork_inherit },
 };
 

@@ -496,4 +496,64 @@ static int t_fork_inherit(void)
 }
 
 
+/* 1 MiB from w to r in 64 KiB steps, every byte checked. */
+static int t_stream_mib(int w, int r, unsigned seed)
+{
+	static char out[65536], in[65536];
+	prng_t g;
+	prng_seed(&g, seed);
+	for (int i = 0; i < 16; i++) {
+		prng_fill(&g, out, sizeof out);
+		WRITEN(w, out, sizeof out);
+		READN(r, in, sizeof in);
+		CHECK(!memcmp(in, out, sizeof in), "stream chunk %d differs", i);
+	}
+	return 0;
+}
+
+/* Programs close "every descriptor but mine" (daemons, servers before they
+ * drop privileges): one by one, with closefrom() or close_range().  The
+ * library's own descriptors must survive that (they are not the
+ * program's), and a socket closed by range must be forgotten, or the next
+ * descriptor of its number would be taken for it. */
+static int t_close_everything(void)
+{
+	int c, s;
+	PAIR(c, s);
+	int fds[4096], n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	CHECK(d != NULL, "opendir /proc/self/fd");
+	struct dirent *e;
+	while ((e = readdir(d)) && n < 4096)
+		if (e->d_name[0] != '.')
+			fds[n++] = atoi(e->d_name);
+	closedir(d);
+	for (int i = 0; i < n; i++) {
+		struct stat st;
+		if (fds[i] <= 2 || fds[i] == c || fds[i] == s)
+			continue;
+		if (fstat(fds[i], &st) == 0 && S_ISFIFO(st.st_mode))
+			continue;	/* the driver's result pipe */
+		close(fds[i]);
+	}
+	if (t_stream_mib(c, s, 11) < 0)
+		return -1;
+	int c2, s2;
+	PAIR(c2, s2);
+	int lo = c2 < s2 ? c2 : s2, hi = c2 < s2 ? s2 : c2;
+	SYS(close_range((unsigned)lo, (unsigned)hi, 0));
+	int f = open("/dev/null", O_RDWR);
+	SYS(f);
+	char b = 'x';
+	CHECK(write(f, &b, 1) == 1 && read(f, &b, 1) == 0,
+	      "descriptor %d (after close_range of %d..%d) is not /dev/null", f, lo, hi);
+	close(f);
+	closefrom((c > s ? c : s) + 1);
+	if (t_stream_mib(s, c, 12) < 0)
+		return -1;
+	close(c);
+	close(s);
+	return 0;
+}
+
 #endif /* SEMANTICS_CHECKS_MISC_H */
