@@ -180,12 +180,16 @@ int sdp_cancel_sleep_begin(_Atomic uint32_t *word, int private)
 {
 	struct sdp_cancel_rec *t = &sdp_cancel_me;
 
-	if (!t->registered || !t->depth)
-		return 0;	/* a library thread, or not through a call */
+	/* Not through a call (a library thread), or a signal handler's call
+	 * that interrupted ours inside its lock (it would spin on itself). */
+	if (!t->registered || !t->depth || t->locking)
+		return 0;
+	t->locking = 1;
 	spin_lock(t);
 	t->word = word;
 	t->word_private = private;
 	spin_unlock(t);
+	t->locking = 0;
 	/* The canceller marks, then looks at the word under the lock: either
 	 * it saw our word (and bumps it: the futex wait returns at once), or
 	 * its mark is visible to us now. */
@@ -200,11 +204,13 @@ int sdp_cancel_sleep_end(void)
 {
 	struct sdp_cancel_rec *t = &sdp_cancel_me;
 
-	if (!t->registered || !t->depth)
+	if (!t->registered || !t->depth || t->locking)
 		return 0;
+	t->locking = 1;
 	spin_lock(t);
 	t->word = NULL;
 	spin_unlock(t);
+	t->locking = 0;
 	return wake_for_cancel(t) ? -EINTR : 0;
 }
 

@@ -62,8 +62,10 @@ struct sdp_cancel_rec {
 	atomic_flag lock;
 	_Atomic uint32_t *word;
 	int word_private;
-	/* Owner only: depth saved across sdp_cancel_kernel_wait_*(). */
+	/* Owner only: depth saved across sdp_cancel_kernel_wait_*(); inside
+	 * `lock` (a signal handler's nested sleep must not take it). */
 	unsigned kdepth;
+	volatile int locking;
 	/* Registry (cancel.c). */
 	int registered;
 	pthread_t self;

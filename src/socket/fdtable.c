@@ -8,8 +8,12 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include "engine/atfork.h"
 #include "socket/sock.h"
 
 #define L2_BITS 10
@@ -42,6 +46,13 @@ static _Atomic(struct sdp_sock *) *slot(int fd, int create)
 	return l2 ? &l2[u & (L2_SIZE - 1)] : NULL;
 }
 
+bool sdp_fd_mapped(int fd)
+{
+	_Atomic(struct sdp_sock *) *p = slot(fd, 0);
+
+	return p && atomic_load_explicit(p, memory_order_relaxed);
+}
+
 struct sdp_sock *sdp_fd_get(int fd)
 {
 	_Atomic(struct sdp_sock *) *p = slot(fd, 0);
@@ -57,11 +68,36 @@ struct sdp_sock *sdp_fd_get(int fd)
 	return s;
 }
 
+/* The process the table belongs to: a vfork() child (or a CLONE_VM one)
+ * runs in our memory under another pid, and must not edit the table or
+ * run the engine for the parent (socket.c: close, close_range, dup2). */
+static _Atomic pid_t table_pid;
+static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
+
+static void table_pid_child(void)
+{
+	atomic_store(&table_pid, (pid_t)syscall(SYS_getpid));
+}
+
+static void table_pid_init(void)
+{
+	table_pid_child();
+	sdp_atfork_add(SDP_ATFORK_INNER, NULL, NULL, table_pid_child);
+}
+
+bool sdp_in_memory_sharing_child(void)
+{
+	pid_t p = atomic_load(&table_pid);
+
+	return p && (pid_t)syscall(SYS_getpid) != p;
+}
+
 int sdp_fd_set(int fd, struct sdp_sock *s)
 {
 	_Atomic(struct sdp_sock *) *p = slot(fd, 1);
 	struct sdp_sock *old;
 
+	pthread_once(&pid_once, table_pid_init);
 	if (!p)
 		return -EMFILE;
 	atomic_fetch_add(&s->refs, 1);

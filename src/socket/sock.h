@@ -13,6 +13,7 @@
 
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -113,6 +114,11 @@ void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev);
 void sdp_fdlimit_raise(void);
 
 struct sdp_sock *sdp_fd_get(int fd);
+/* The table names fd (no lock, no reference: async-signal-safe). */
+bool sdp_fd_mapped(int fd);
+/* We run in the memory of another process (after vfork(), or a CLONE_VM
+ * child): its table and engine are not ours to change. */
+bool sdp_in_memory_sharing_child(void);
 int sdp_fd_set(int fd, struct sdp_sock *s);
 struct sdp_sock *sdp_fd_take(int fd);
 /* Lock-free scan for exec (async-signal-safe): next mapped fd >= from. */

@@ -693,6 +693,10 @@ SDP_EXPORT int close(int fd)
 		errno = EBADF;
 		return -1;
 	}
+	/* After vfork(), before its exec: the descriptor is the child's to
+	 * close, the socket is the parent's (exec.c handles the exec). */
+	if (sdp_fd_mapped(fd) && sdp_in_memory_sharing_child())
+		return sdp_real.close(fd);
 	s = sdp_fd_take(fd);
 	sdp_switch_forget_tcp(fd);
 	/* Not acted upon at entry (point 0): the descriptor is gone
@@ -725,7 +729,10 @@ SDP_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 	}
 	if (last > INT_MAX)
 		last = INT_MAX;
-	if (!(flags & CLOSE_RANGE_CLOEXEC)) {
+	/* After vfork() (Python's subprocess child calls this before its
+	 * exec): no table, no engine, as exec.c; the parent's state is in
+	 * our memory. */
+	if (!(flags & CLOSE_RANGE_CLOEXEC) && !sdp_in_memory_sharing_child()) {
 		for (fd = sdp_fd_scan_next((int)first);
 		     fd >= 0 && (unsigned int)fd <= last;
 		     fd = sdp_fd_scan_next(fd + 1))
@@ -842,8 +849,11 @@ static int dup_onto(int oldfd, int newfd, int flags, int use3)
 	int r;
 
 	sdp_real_init();
-	if (oldfd == newfd && !use3)
-		return sdp_real.dup2(oldfd, newfd);
+	if ((oldfd == newfd && !use3) ||
+	    ((sdp_fd_mapped(oldfd) || sdp_fd_mapped(newfd)) &&
+	     sdp_in_memory_sharing_child()))	/* after vfork: see close() */
+		return use3 ? sdp_real.dup3(oldfd, newfd, flags) :
+			      sdp_real.dup2(oldfd, newfd);
 	/* newfd is closed implicitly: release its SDP socket if any. */
 	old = sdp_fd_take(newfd);
 	r = use3 ? sdp_real.dup3(oldfd, newfd, flags) :

@@ -162,6 +162,7 @@ static const struct {
 	{ "two_threads_read_write", t_two_threads },
 	{ "dup_dup2", t_dup },
 	{ "close_everything_but_mine", t_close_everything },
+	{ "vfork_child_closes", t_vfork_child_closes },
 	{ "fork_inherit_connected", t_fork_inherit },
 };
 

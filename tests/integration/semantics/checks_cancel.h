@@ -66,19 +66,30 @@ static void *blocked_send(void *p)
 	}
 }
 
-/* Cancel the thread once it sleeps in its call; joined within 10 s. */
-static int cancel_and_join(pthread_t th, struct blocked_call *a, void **rv)
+/* Until the thread has started and sleeps in its call (bounded). */
+static void wait_in_call(struct blocked_call *a)
 {
 	for (int i = 0; i < 2000 && !a->tid; i++)
 		msleep_poll(1);
 	wait_blocked(a->tid);
-	CHECK(thread_blocked(a->tid), "the thread never blocked in its call");
-	CHECK(pthread_cancel(th) == 0, "pthread_cancel");
+}
+
+/* pthread_join, for at most 10 s: 0 if joined. */
+static int join_10s(pthread_t th, void **rv)
+{
 	struct timespec dl;
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += 10;
-	CHECK(pthread_timedjoin_np(th, rv, &dl) == 0,
-	      "the cancelled thread did not end within 10 s");
+	return pthread_timedjoin_np(th, rv, &dl);
+}
+
+/* Cancel the thread once it sleeps in its call; joined within 10 s. */
+static int cancel_and_join(pthread_t th, struct blocked_call *a, void **rv)
+{
+	wait_in_call(a);
+	CHECK(thread_blocked(a->tid), "the thread never blocked in its call");
+	CHECK(pthread_cancel(th) == 0, "pthread_cancel");
+	CHECK(join_10s(th, rv) == 0, "the cancelled thread did not end within 10 s");
 	return 0;
 }
 
@@ -108,15 +119,10 @@ static int t_cancel_blocked(void)
 	 * recv returns the byte, and the cancel acts when it enables. */
 	struct blocked_call d = { .fd = c, .disable = 1 };
 	CHECK(pthread_create(&th, NULL, blocked_recv, &d) == 0, "pthread_create");
-	for (int i = 0; i < 2000 && !d.tid; i++)
-		msleep_poll(1);
-	wait_blocked(d.tid);
+	wait_in_call(&d);
 	CHECK(pthread_cancel(th) == 0, "pthread_cancel");
 	WRITEN(s, "z", 1);
-	struct timespec dl;
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += 10;
-	CHECK(pthread_timedjoin_np(th, &rv, &dl) == 0,
+	CHECK(join_10s(th, &rv) == 0,
 	      "a thread with cancellation disabled never returned from recv");
 	CHECK(d.n == 1 && d.b == 'z',
 	      "cancellation disabled, yet recv returned %zd (%s)", d.n,
@@ -193,14 +199,9 @@ static int t_listener_shutdown(void)
 	struct blocked_call a = { .fd = l };
 	pthread_t th;
 	CHECK(pthread_create(&th, NULL, blocked_accept, &a) == 0, "pthread_create");
-	for (int i = 0; i < 2000 && !a.tid; i++)
-		msleep_poll(1);
-	wait_blocked(a.tid);
+	wait_in_call(&a);
 	SYS(shutdown(l, SHUT_RDWR));
-	struct timespec dl;
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += 10;
-	CHECK(pthread_timedjoin_np(th, NULL, &dl) == 0,
+	CHECK(join_10s(th, NULL) == 0,
 	      "accept() still blocked 10 s after shutdown() of its listener");
 	CHECK(a.n < 0, "accept() after shutdown returned %zd", a.n);
 	struct pollfd p = { .fd = l, .events = POLLIN };

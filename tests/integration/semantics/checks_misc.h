@@ -556,4 +556,30 @@ static int t_close_everything(void)
 	return 0;
 }
 
+/* A vfork() child runs in its parent's memory until it execs: what it
+ * closes or dup2s before (Python's subprocess calls close_range there)
+ * must leave the parent's sockets alone. */
+static int t_vfork_child_closes(void)
+{
+	int c, s;
+	PAIR(c, s);
+	pid_t p = vfork();
+	if (p == 0) {
+		close(c);
+		dup2(s, 100);
+		close_range(3, ~0u, 0);
+		execl("/bin/true", "true", (char *)NULL);
+		_exit(127);
+	}
+	CHECK(p > 0, "vfork: %s", strerror(errno));
+	int st;
+	CHECK(waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "the vfork child failed (status %#x)", st);
+	if (t_stream_mib(c, s, 13) < 0 || t_stream_mib(s, c, 14) < 0)
+		return -1;
+	close(c);
+	close(s);
+	return 0;
+}
+
 #endif /* SEMANTICS_CHECKS_MISC_H */
