@@ -134,7 +134,7 @@ void sdp__cancel_enter_slow(int point)
 		register_me(t);
 	if (!atomic_load(&t->requested))
 		return;
-	if (point == 1 && t->depth == 0 && app_enabled(t)) {
+	if (point == 1 && sdp_cancel_depth(t) == 0 && app_enabled(t)) {
 		/* A cancellation point with a cancel pending acts before it
 		 * does anything, as the kernel's calls do. */
 		cancel_self();
@@ -149,7 +149,7 @@ void sdp__cancel_leave_slow(long r, int point)
 {
 	struct sdp_cancel_rec *t = &sdp_cancel_me;
 
-	if (t->depth)
+	if (sdp_cancel_depth(t))
 		return;		/* nested (a handler's call): the outer acts */
 	if (t->disabled_by_us) {
 		t->disabled_by_us = 0;
@@ -182,7 +182,7 @@ int sdp_cancel_sleep_begin(_Atomic uint32_t *word, int private)
 
 	/* Not through a call (a library thread), or a signal handler's call
 	 * that interrupted ours inside its lock (it would spin on itself). */
-	if (!t->registered || !t->depth || t->locking)
+	if (!t->registered || !sdp_cancel_depth(t) || t->locking)
 		return 0;
 	t->locking = 1;
 	spin_lock(t);
@@ -204,7 +204,7 @@ int sdp_cancel_sleep_end(void)
 {
 	struct sdp_cancel_rec *t = &sdp_cancel_me;
 
-	if (!t->registered || !t->depth || t->locking)
+	if (!t->registered || !sdp_cancel_depth(t) || t->locking)
 		return 0;
 	t->locking = 1;
 	spin_lock(t);
@@ -218,13 +218,13 @@ int sdp_cancel_kernel_wait_begin(void)
 {
 	struct sdp_cancel_rec *t = &sdp_cancel_me;
 
-	if (!t->registered || !t->depth)
+	if (!t->registered || !sdp_cancel_depth(t))
 		return 0;
-	t->kdepth = t->depth;
-	t->depth = 0;
+	t->kdepth = sdp_cancel_depth(t);
+	sdp_cancel_depth_set(t, 0);
 	atomic_signal_fence(memory_order_seq_cst);
 	if (wake_for_cancel(t)) {
-		t->depth = t->kdepth;
+		sdp_cancel_depth_set(t, t->kdepth);
 		t->kdepth = 0;
 		return -EINTR;
 	}
@@ -238,7 +238,7 @@ void sdp_cancel_kernel_wait_end(void)
 	if (!t->kdepth)
 		return;
 	atomic_signal_fence(memory_order_seq_cst);
-	t->depth = t->kdepth;
+	sdp_cancel_depth_set(t, t->kdepth);
 	t->kdepth = 0;
 }
 
@@ -285,7 +285,7 @@ int sdp_cancel_thread(pthread_t th, int (*real)(pthread_t))
 	}
 	atomic_store(&t->requested, 1);
 	barrier_all();
-	if (t->depth == 0) {
+	if (sdp_cancel_depth(t) == 0) {
 		r = real(th);
 	} else {
 		/* Deferred: it cancels itself when it leaves the library. */

@@ -46,9 +46,10 @@
 #include "engine/sigseen.h"	/* SDP_SIG_TLS */
 
 struct sdp_cancel_rec {
-	/* Written by the owning thread only; read by a canceller after its
-	 * membarrier. */
-	volatile unsigned depth;
+	/* Written by the owning thread only (plain loads and stores: relaxed
+	 * atomics, no locked instruction); read by a canceller after its
+	 * membarrier.  Use depth_get/depth_set. */
+	atomic_uint depth;
 	/* Set by a canceller (under the registry lock), never cleared: the
 	 * thread is on its way out once its cancel state allows. */
 	atomic_int requested;
@@ -74,6 +75,16 @@ struct sdp_cancel_rec {
 
 extern SDP_SIG_TLS struct sdp_cancel_rec sdp_cancel_me;
 
+static inline unsigned sdp_cancel_depth(const struct sdp_cancel_rec *t)
+{
+	return atomic_load_explicit(&t->depth, memory_order_relaxed);
+}
+
+static inline void sdp_cancel_depth_set(struct sdp_cancel_rec *t, unsigned d)
+{
+	atomic_store_explicit(&t->depth, d, memory_order_relaxed);
+}
+
 void sdp__cancel_enter_slow(int point);
 void sdp__cancel_leave_slow(long r, int point);
 
@@ -87,7 +98,7 @@ static inline void sdp_cancel_enter(int point)
 			     atomic_load_explicit(&t->requested,
 						  memory_order_relaxed), 0))
 		sdp__cancel_enter_slow(point);
-	t->depth++;
+	sdp_cancel_depth_set(t, sdp_cancel_depth(t) + 1);
 	atomic_signal_fence(memory_order_seq_cst);
 	/* A cancel marked after the canceller read our depth as 0 (it then
 	 * used glibc's cancel): seen here, thanks to its barrier. */
@@ -104,7 +115,7 @@ static inline void sdp_cancel_leave(long r, int point)
 	struct sdp_cancel_rec *t = &sdp_cancel_me;
 
 	atomic_signal_fence(memory_order_seq_cst);
-	t->depth--;
+	sdp_cancel_depth_set(t, sdp_cancel_depth(t) - 1);
 	atomic_signal_fence(memory_order_seq_cst);
 	if (__builtin_expect(atomic_load_explicit(&t->requested,
 						  memory_order_relaxed), 0))
