@@ -65,9 +65,11 @@ static void fork_child(void)
 	}
 }
 
+static int reg_ok;
+
 static void reg_init(void)
 {
-	pthread_key_create(&reg_key, unregister);
+	reg_ok = pthread_key_create(&reg_key, unregister) == 0;
 	sdp_atfork_add(SDP_ATFORK_INNER, fork_prepare, fork_parent,
 		       fork_child);
 }
@@ -75,6 +77,12 @@ static void reg_init(void)
 static void register_me(struct sdp_cancel_rec *t)
 {
 	pthread_once(&reg_once, reg_init);
+	if (!reg_ok) {
+		/* No destructor to take a dead thread's record out: keep it
+		 * out of the registry (cancels go to glibc, as before). */
+		t->registered = 1;
+		return;
+	}
 	t->self = pthread_self();
 	pthread_mutex_lock(&reg_lock);
 	t->prev = NULL;
@@ -126,23 +134,17 @@ static void cancel_self(void)
 		real(pthread_self());
 }
 
-void sdp__cancel_enter_slow(int point)
+void sdp__cancel_enter_slow(void)
 {
 	struct sdp_cancel_rec *t = &sdp_cancel_me;
 
 	if (!t->registered)
 		register_me(t);
-	if (!atomic_load(&t->requested))
-		return;
-	if (point == 1 && sdp_cancel_depth(t) == 0 && app_enabled(t)) {
-		/* A cancellation point with a cancel pending acts before it
-		 * does anything, as the kernel's calls do. */
-		cancel_self();
-		pthread_testcancel();
-	}
 	/* glibc's bit may be set (or be set any moment): no cancellation
-	 * point inside the library may act on it. */
-	disable_for_call(t);
+	 * point inside the library may act on it.  Not acted upon here: the
+	 * call holds its socket reference already. */
+	if (atomic_load(&t->requested))
+		disable_for_call(t);
 }
 
 void sdp__cancel_leave_slow(long r, int point)
@@ -176,16 +178,20 @@ static void spin_unlock(struct sdp_cancel_rec *t)
 	atomic_flag_clear_explicit(&t->lock, memory_order_release);
 }
 
-int sdp_cancel_sleep_begin(_Atomic uint32_t *word, int private)
+int sdp_cancel_sleep_begin(struct sdp_cancel_sleep *cs,
+			   _Atomic uint32_t *word, int private)
 {
 	struct sdp_cancel_rec *t = &sdp_cancel_me;
 
 	/* Not through a call (a library thread), or a signal handler's call
 	 * that interrupted ours inside its lock (it would spin on itself). */
-	if (!t->registered || !sdp_cancel_depth(t) || t->locking)
+	cs->skipped = !t->registered || !sdp_cancel_depth(t) || t->locking;
+	if (cs->skipped)
 		return 0;
 	t->locking = 1;
 	spin_lock(t);
+	cs->prev = t->word;	/* a sleep this handler's call interrupted */
+	cs->prev_private = t->word_private;
 	t->word = word;
 	t->word_private = private;
 	spin_unlock(t);
@@ -194,21 +200,23 @@ int sdp_cancel_sleep_begin(_Atomic uint32_t *word, int private)
 	 * it saw our word (and bumps it: the futex wait returns at once), or
 	 * its mark is visible to us now. */
 	if (wake_for_cancel(t)) {
-		sdp_cancel_sleep_end();
+		sdp_cancel_sleep_end(cs);
 		return -EINTR;
 	}
 	return 0;
 }
 
-int sdp_cancel_sleep_end(void)
+int sdp_cancel_sleep_end(struct sdp_cancel_sleep *cs)
 {
 	struct sdp_cancel_rec *t = &sdp_cancel_me;
 
-	if (!t->registered || !sdp_cancel_depth(t) || t->locking)
+	if (cs->skipped)
 		return 0;
+	cs->skipped = 1;
 	t->locking = 1;
 	spin_lock(t);
-	t->word = NULL;
+	t->word = cs->prev;
+	t->word_private = cs->prev_private;
 	spin_unlock(t);
 	t->locking = 0;
 	return wake_for_cancel(t) ? -EINTR : 0;
@@ -240,6 +248,11 @@ void sdp_cancel_kernel_wait_end(void)
 	atomic_signal_fence(memory_order_seq_cst);
 	sdp_cancel_depth_set(t, t->kdepth);
 	t->kdepth = 0;
+	atomic_signal_fence(memory_order_seq_cst);
+	/* A canceller that read the depth of 0 just before it came back
+	 * used glibc's cancel: the rest of the call runs without it. */
+	if (atomic_load(&t->requested))
+		disable_for_call(t);
 }
 
 /* Make every other thread's plain stores to its record visible to us (and
@@ -272,23 +285,23 @@ static void barrier_all(void)
 int sdp_cancel_thread(pthread_t th, int (*real)(pthread_t))
 {
 	struct sdp_cancel_rec *t;
-	int r = 0;
+	int deferred = 0, state;
 
 	atomic_store(&real_cancel, real);
+	/* pthread_cancel is async-cancel-safe: a canceller of asynchronous
+	 * type cancelled here must not leave with the registry lock. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &state);
 	pthread_mutex_lock(&reg_lock);	/* the record outlives its use */
 	for (t = reg_head; t; t = t->next)
 		if (pthread_equal(t->self, th))
 			break;
-	if (!t) {
-		pthread_mutex_unlock(&reg_lock);
-		return real(th);	/* never entered the library */
+	if (t) {
+		atomic_store(&t->requested, 1);
+		barrier_all();
+		deferred = sdp_cancel_depth(t) != 0;
 	}
-	atomic_store(&t->requested, 1);
-	barrier_all();
-	if (sdp_cancel_depth(t) == 0) {
-		r = real(th);
-	} else {
-		/* Deferred: it cancels itself when it leaves the library. */
+	if (deferred) {
+		/* It cancels itself when it leaves the library. */
 		spin_lock(t);
 		if (t->word) {
 			atomic_fetch_add(t->word, 1);
@@ -299,5 +312,8 @@ int sdp_cancel_thread(pthread_t th, int (*real)(pthread_t))
 		spin_unlock(t);
 	}
 	pthread_mutex_unlock(&reg_lock);
-	return r;
+	pthread_setcancelstate(state, NULL);
+	/* Outside the library (or never in it): glibc's, after the lock (a
+	 * self-cancel of asynchronous type acts inside it). */
+	return deferred ? 0 : real(th);
 }

@@ -26,9 +26,9 @@
  *     the call is a cancellation point that had no effect.  A call that
  *     moved bytes returns them; the next cancellation point acts.
  * A thread whose record is marked runs every later library call with
- * cancellation disabled inside (the glibc bit may already be set), and a
- * cancellation point acts at its entry, before it does anything, as the
- * kernel's calls do.  The application's own cancel state is honoured: with
+ * cancellation disabled inside (the glibc bit may already be set); a
+ * cancellation point that would block acts when its wait returns for the
+ * cancel, one that completes at once returns its result first.  The application's own cancel state is honoured: with
  * cancellation disabled, nothing is interrupted.
  *
  * Cost on the normal path: a thread-local increment and decrement and a
@@ -85,19 +85,21 @@ static inline void sdp_cancel_depth_set(struct sdp_cancel_rec *t, unsigned d)
 	atomic_store_explicit(&t->depth, d, memory_order_relaxed);
 }
 
-void sdp__cancel_enter_slow(int point);
+void sdp__cancel_enter_slow(void);
 void sdp__cancel_leave_slow(long r, int point);
 
-/* A socket call enters the library.  point: the call is a POSIX
- * cancellation point (recv, send, accept, connect, close...). */
+/* A socket call enters the library (after it took its socket reference:
+ * nothing acts here).  point: the call is a POSIX cancellation point
+ * (recv, send, accept, connect...); it is acted upon at the boundary. */
 static inline void sdp_cancel_enter(int point)
 {
 	struct sdp_cancel_rec *t = &sdp_cancel_me;
 
+	(void)point;
 	if (__builtin_expect(!t->registered ||
 			     atomic_load_explicit(&t->requested,
 						  memory_order_relaxed), 0))
-		sdp__cancel_enter_slow(point);
+		sdp__cancel_enter_slow();
 	sdp_cancel_depth_set(t, sdp_cancel_depth(t) + 1);
 	atomic_signal_fence(memory_order_seq_cst);
 	/* A cancel marked after the canceller read our depth as 0 (it then
@@ -105,7 +107,7 @@ static inline void sdp_cancel_enter(int point)
 	if (__builtin_expect(atomic_load_explicit(&t->requested,
 						  memory_order_relaxed) &&
 			     !t->disabled_by_us, 0))
-		sdp__cancel_enter_slow(-1);
+		sdp__cancel_enter_slow();
 }
 
 /* After every reference the call took is released, just before the
@@ -126,9 +128,22 @@ static inline void sdp_cancel_leave(long r, int point)
  * the futex word; private: FUTEX_*_PRIVATE).  begin returns -EINTR if the
  * thread has a cancel to act on (do not sleep), else 0; end returns -EINTR
  * if one came during the sleep (it bumped and woke the word).  Once per
- * call. */
-int sdp_cancel_sleep_begin(_Atomic uint32_t *word, int private);
-int sdp_cancel_sleep_end(void);
+ * call.  `cs` keeps the word of a sleep this one interrupted (a signal
+ * handler's call), put back by end. */
+struct sdp_cancel_sleep {
+	_Atomic uint32_t *prev;
+	int prev_private, skipped;
+};
+int sdp_cancel_sleep_begin(struct sdp_cancel_sleep *cs,
+			   _Atomic uint32_t *word, int private);
+int sdp_cancel_sleep_end(struct sdp_cancel_sleep *cs);
+
+/* This call's wait already returned -EINTR for a cancel: the engine must
+ * not take that for a signal to restart after (SA_RESTART). */
+static inline int sdp_cancel_woke(void)
+{
+	return sdp_cancel_me.woke;
+}
 
 /* For a thread about to sleep in a kernel call glibc can cancel (poll):
  * leave the library's depth for the duration, so that a canceller uses

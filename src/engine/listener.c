@@ -105,6 +105,8 @@ void sdp_listen_put(struct sdp_listen *l)
 		return;
 	if (l->tl)
 		sdp_tp_default()->close_listener(l->tl);
+	if (l->tcp_fd >= 0)
+		sdp_real.close(l->tcp_fd);	/* kept by a shutdown() */
 	pthread_mutex_destroy(&l->lock);
 	free(l);
 }
@@ -420,6 +422,7 @@ int sdp_listen_accept(struct sdp_listen *l, int nonblock, int timeout_ms,
 	/* A "both" listener wakes us for TCP arrivals too: the caller then
 	 * tries the TCP side (-EAGAIN with *out NULL means "look there"). */
 	struct timespec ts, *tsp = NULL;
+	struct sdp_cancel_sleep cs;
 	unsigned seq;
 	long r;
 
@@ -475,13 +478,13 @@ int sdp_listen_accept(struct sdp_listen *l, int nonblock, int timeout_ms,
 			tsp = &ts;
 		}
 		/* pthread_cancel wakes us through the same word. */
-		if (sdp_cancel_sleep_begin(&l->seq, 1)) {
+		if (sdp_cancel_sleep_begin(&cs, &l->seq, 1)) {
 			r = -1;
 			errno = EINTR;
 		} else {
 			r = syscall(SYS_futex, &l->seq, FUTEX_WAIT_PRIVATE,
 				    seq, tsp, NULL, 0);
-			if (sdp_cancel_sleep_end()) {
+			if (sdp_cancel_sleep_end(&cs)) {
 				r = -1;
 				errno = EINTR;
 			}
@@ -516,11 +519,11 @@ void sdp_listen_requeue(struct sdp_listen *l, struct sdp_conn *c)
 
 void sdp_listen_close(struct sdp_listen *l)
 {
-	sdp_listen_stop(l);
+	sdp_listen_stop(l, 0);
 	sdp_listen_put(l);
 }
 
-void sdp_listen_stop(struct sdp_listen *l)
+void sdp_listen_stop(struct sdp_listen *l, int keep_tcp_fd)
 {
 	struct sdp_conn *c, *next;
 
@@ -544,9 +547,14 @@ void sdp_listen_stop(struct sdp_listen *l)
 	if (l->tl)
 		sdp_tp_default()->close_listener(l->tl);
 	l->tl = NULL;
-	if (l->tcp_fd >= 0)
+	if (l->tcp_fd >= 0 && keep_tcp_fd) {
+		/* shutdown(): other threads may be in accept() on it; the
+		 * number stays ours until the last reference (put). */
+		sdp_real.shutdown(l->tcp_fd, SHUT_RD);
+	} else if (l->tcp_fd >= 0) {
 		sdp_real.close(l->tcp_fd);
-	l->tcp_fd = -1;
+		l->tcp_fd = -1;
+	}
 	pthread_mutex_unlock(&l->lock);
 	/* Queued, never accepted: reset them, as TCP does. */
 	for (; c; c = next) {

@@ -61,8 +61,10 @@ void sdp_listen_close(struct sdp_listen *l);
 /* Stop listening, as shutdown(SHUT_RD) of a TCP listener does: refuse new
  * connections, reset the queued ones, wake every accept() (-EINVAL from
  * now on).  Idempotent; sdp_listen_close() stops too, then drops the
- * reference. */
-void sdp_listen_stop(struct sdp_listen *l);
+ * reference.  keep_tcp_fd: a "both" listener's kernel socket is shut
+ * down, not closed, until the last reference (other threads may be in
+ * accept() on it); close() frees its port at once instead. */
+void sdp_listen_stop(struct sdp_listen *l, int keep_tcp_fd);
 void sdp_listen_get(struct sdp_listen *l);
 void sdp_listen_put(struct sdp_listen *l);
 int sdp_listen_fd(struct sdp_listen *l);

@@ -14,6 +14,7 @@
 #include <sched.h>
 #include <string.h>
 
+#include "engine/cancel.h"
 #include "engine/appwake.h"
 #include "engine/config.h"
 #include "engine/conn.h"
@@ -533,7 +534,8 @@ wait:
 			sdp_sig_interrupted(sig) ? -EINTR :
 			sdp_conn_wait(c, seq, deadline);
 		pthread_mutex_lock(&c->lock);
-		if (r == -EINTR && !deadline && sdp_sig_restart(sig)) {
+		if (r == -EINTR && !deadline && sdp_sig_restart(sig) &&
+		    !sdp_cancel_woke()) {
 			sig = sdp_sig_mark();	/* SA_RESTART: go on */
 			continue;
 		}

@@ -12,6 +12,7 @@
 #include <link.h>
 #include <limits.h>
 #include <linux/close_range.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -608,7 +609,9 @@ static int switch_fallback(struct sdp_sock *s, int fd, const struct sockaddr *sa
  * readable.  Unlike TCP, listen() cannot start it again (EINVAL). */
 static int listener_shutdown(struct sdp_sock *s)
 {
+	struct epoll_event ev = { .events = EPOLLIN };
 	struct sdp_listen *l;
+	int closed;
 
 	pthread_mutex_lock(&s->lock);
 	l = s->kind == SDP_SK_LISTEN ? s->lsn : NULL;
@@ -617,10 +620,24 @@ static int listener_shutdown(struct sdp_sock *s)
 	pthread_mutex_unlock(&s->lock);
 	if (!l)
 		return -ENOTCONN;
-	sdp_listen_stop(l);
-	sdp_ready_set(&s->ready, SDP_READY_IN);	/* wakes pollers, "both" accepts */
+	pthread_mutex_lock(&l->lock);
+	closed = l->closed;
+	pthread_mutex_unlock(&l->lock);
+	if (!closed)
+		sdp_listen_stop(l, 1);
+	pthread_mutex_lock(&s->lock);
+	if (!closed && s->kind == SDP_SK_LISTEN && s->lsn == l) {
+		/* Wake pollers and "both" accepts in poll: the token, put
+		 * back into the descriptor's set if sharing took it out. */
+		ev.data.fd = s->ready.app_fd;
+		if (s->lsn_ep >= 0)
+			sdp_real.epoll_ctl(s->lsn_ep, EPOLL_CTL_ADD,
+					   s->ready.app_fd, &ev);
+		sdp_ready_set(&s->ready, SDP_READY_IN);
+	}
+	pthread_mutex_unlock(&s->lock);
 	sdp_listen_put(l);
-	return 0;
+	return closed ? -ENOTCONN : 0;	/* a second time: as Linux */
 }
 
 SDP_EXPORT int shutdown(int fd, int how)
@@ -723,7 +740,8 @@ SDP_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 	unsigned int from = first;
 	int fd, r = 0;
 
-	if (first > last) {
+	if (first > last ||
+	    (flags & ~(CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE))) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -753,9 +771,19 @@ SDP_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 
 SDP_EXPORT void closefrom(int lowfd)
 {
+	struct rlimit rl;
+
 	if (lowfd < 0)
 		lowfd = 0;
-	close_range((unsigned int)lowfd, ~0u, 0);
+	if (close_range((unsigned int)lowfd, ~0u, 0) == 0)
+		return;
+	/* No close_range(2) (seccomp): one by one, as glibc falls back to,
+	 * past the library's own. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur > INT_MAX)
+		rl.rlim_cur = 65536;
+	for (int fd = lowfd; fd < (int)rl.rlim_cur; fd++)
+		if (!sdp_fd_is_internal(fd))
+			close(fd);
 }
 
 SDP_EXPORT int getsockname(int fd, struct sockaddr *sa, socklen_t *len)

@@ -14,8 +14,9 @@
  * whose read, write and close are the library's recv, send and close, with
  * the descriptor number in its _fileno, so that fileno() answers as for an
  * fdopen()ed socket (glibc's cookie streams do all their I/O through the
- * cookie functions).  Writes are completed in full (a short write would
- * set the stream's error flag).  dprintf/vdprintf and their fortified
+ * cookie functions).  Writes are completed in full unless an error or a
+ * signal stops them (a short write sets the stream's error flag, as
+ * glibc's own streams do on EINTR); seeks fail with ESPIPE.  dprintf/vdprintf and their fortified
  * variants format into memory, then send.  Other descriptors go to glibc.
  */
 #include <errno.h>
@@ -46,11 +47,8 @@ static ssize_t write_all(int fd, const char *buf, size_t n)
 	while (done < n) {
 		ssize_t r = write(fd, buf + done, n - done);	/* ours */
 
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
+		if (r < 0)	/* EINTR included, as glibc's own streams */
 			return done ? (ssize_t)done : -1;
-		}
 		done += (size_t)r;
 	}
 	return (ssize_t)done;
@@ -66,6 +64,16 @@ static ssize_t ck_write(void *cookie, const char *buf, size_t n)
 	return write_all((int)(intptr_t)cookie, buf, n);
 }
 
+/* A socket cannot seek (fflush of a read stream asks). */
+static int ck_seek(void *cookie, off64_t *pos, int whence)
+{
+	(void)cookie;
+	(void)pos;
+	(void)whence;
+	errno = ESPIPE;
+	return -1;
+}
+
 static int ck_close(void *cookie)
 {
 	return close((int)(intptr_t)cookie);		/* ours */
@@ -74,7 +82,7 @@ static int ck_close(void *cookie)
 SDP_EXPORT FILE *fdopen(int fd, const char *mode)
 {
 	static void *real;
-	cookie_io_functions_t io = { ck_read, ck_write, NULL, ck_close };
+	cookie_io_functions_t io = { ck_read, ck_write, ck_seek, ck_close };
 	char m[16];
 	FILE *f;
 

@@ -843,6 +843,7 @@ int sdp__verbs_wait(struct sdp_qp *q, uint32_t seq, int timeout_ms)
 {
 	struct vb_qp *qp = VB_QP(q);
 	struct timespec ts, *tsp = NULL;
+	struct sdp_cancel_sleep cs;
 	struct vb_dev *d;
 	long r;
 
@@ -877,13 +878,13 @@ int sdp__verbs_wait(struct sdp_qp *q, uint32_t seq, int timeout_ms)
 	}
 	r = 0;
 	/* pthread_cancel wakes us through the same word (engine/cancel.h). */
-	if (sdp_cancel_sleep_begin(&qp->seq, 1)) {
+	if (sdp_cancel_sleep_begin(&cs, &qp->seq, 1)) {
 		r = -1;
 		errno = EINTR;
 	} else {
 		if (atomic_load(&qp->seq) == seq)
 			r = futex(&qp->seq, FUTEX_WAIT_PRIVATE, seq, tsp);
-		if (sdp_cancel_sleep_end()) {
+		if (sdp_cancel_sleep_end(&cs)) {
 			r = -1;
 			errno = EINTR;
 		}

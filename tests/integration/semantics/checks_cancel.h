@@ -18,6 +18,17 @@ struct blocked_call {
 	char b;
 };
 
+/* A handler that holds until the main thread lets it go. */
+static volatile sig_atomic_t hold_in, hold_release;
+
+static void on_hold_signal(int sig)
+{
+	(void)sig;
+	hold_in = 1;
+	while (!hold_release)
+		sched_yield();
+}
+
 /* Byte k of the send stream: any byte lost, duplicated or reordered shows. */
 static unsigned char stream_byte(long k)
 {
@@ -128,6 +139,30 @@ static int t_cancel_blocked(void)
 	      "cancellation disabled, yet recv returned %zd (%s)", d.n,
 	      d.n < 0 ? strerror(errno) : "");
 	CHECK(rv == PTHREAD_CANCELED, "the cancel did not act once enabled");
+
+	/* 2b. A cancel that comes while an SA_RESTART handler runs on the
+	 * blocked thread: the restart after the handler must not swallow
+	 * it (the handler holds until the cancel has been sent). */
+	struct sigaction hold, old;
+	memset(&hold, 0, sizeof hold);
+	hold.sa_handler = on_hold_signal;
+	hold.sa_flags = SA_RESTART;
+	sigemptyset(&hold.sa_mask);
+	SYS(sigaction(SIGUSR2, &hold, &old));
+	struct blocked_call h = { .fd = c };
+	hold_in = hold_release = 0;
+	CHECK(pthread_create(&th, NULL, blocked_recv, &h) == 0, "pthread_create");
+	wait_in_call(&h);
+	CHECK(pthread_kill(th, SIGUSR2) == 0, "pthread_kill");
+	for (int i = 0; i < 5000 && !hold_in; i++)
+		msleep_poll(1);
+	CHECK(hold_in, "the handler never ran");
+	CHECK(pthread_cancel(th) == 0, "pthread_cancel");
+	hold_release = 1;
+	CHECK(join_10s(th, &rv) == 0,
+	      "a cancel sent while an SA_RESTART handler ran was lost");
+	CHECK(rv == PTHREAD_CANCELED, "recv (SA_RESTART): not cancelled");
+	sigaction(SIGUSR2, &old, NULL);
 
 	/* 3. send into a full connection: cancelled, and the peer reads the
 	 * stream whole, at least every byte a returned call reported (over
