@@ -81,10 +81,28 @@ struct ep_set {
 	unsigned off:1;		/* nested, polled or forked: kernel only */
 	int word;		/* wake word handle (wakeword.h), or -1 */
 	struct ep_ent *e;
+	/* Changed with anything a snapshot copies (entries, EPOLLIN/EPOLLET,
+	 * data, off): unique across sets (ep_gen_next), so that a thread's
+	 * cached snapshot of a set is known current by one compare. */
+	uint64_t gen;
 };
 
 static pthread_mutex_t ep_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ep_set *sets[EP_MAX_FD];
+static uint64_t ep_gen_next = 1;	/* under ep_lock */
+/* Bumped when a socket's connection may have changed for a snapshot (a
+ * socket released, connected, demoted): every cached snapshot is stale. */
+static _Atomic uint64_t ep_conn_gen;
+
+static void set_changed_locked(struct ep_set *set)
+{
+	set->gen = ep_gen_next++;
+}
+
+void sdp_epfast_conns_changed(void)
+{
+	atomic_fetch_add(&ep_conn_gen, 1);
+}
 /* sets[ep]->off, readable without ep_lock (the set may be freed). */
 static _Atomic unsigned char set_off[EP_MAX_FD];
 static _Atomic int ep_any;	/* some set has entries: poll/select look */
@@ -168,6 +186,7 @@ static void sock_demote(struct sdp_sock *s)
 	struct sdp_conn *c;
 
 	atomic_store(&s->ep_off, 1);
+	sdp_epfast_conns_changed();	/* out of every snapshot */
 	c = sock_conn(s);
 	if (c) {
 		conn_demote(c);
@@ -206,6 +225,7 @@ static void set_demote(int ep)
 		set = sets[ep];
 		if (set) {
 			set->off = 1;
+			set_changed_locked(set);
 			atomic_store(&set_off[ep], 1);
 			for (int i = 0; i < set->n && n < DEMOTE_BATCH; i++) {
 				struct sdp_sock *s = set->e[i].s;
@@ -265,6 +285,7 @@ static void ent_del_locked(struct ep_set *set, int i)
 
 	set->e[i].s->ep_regs--;
 	sdp_sock_put(set->e[i].s);
+	set_changed_locked(set);
 	set->e[i] = set->e[--set->n];
 	moved = set->e[i].s;
 	if (i < set->n && moved->ep_idx == set->n &&
@@ -319,6 +340,7 @@ void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev)
 		s->ep_ep = ep;
 		s->ep_idx = set->n;
 		set->e[set->n++] = (struct ep_ent){ s, fd, ev->events, ev->data };
+		set_changed_locked(set);
 		demote = ++s->ep_regs > 1 || set->off ||
 			 (ev->events & (EPOLLONESHOT | EPOLLEXCLUSIVE));
 		atomic_store(&ep_any, 1);
@@ -328,6 +350,10 @@ void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev)
 			/* EPOLLIN or EPOLLET changed: what is due changed. */
 			relook = !!((set->e[i].events ^ ev->events) &
 				    (EPOLLIN | EPOLLET));
+			/* Only EPOLLOUT toggled (wrk, redis: per request):
+			 * a snapshot's copy is still good. */
+			if (relook || set->e[i].data.u64 != ev->data.u64)
+				set_changed_locked(set);
 			set->e[i].events = ev->events;
 			set->e[i].data = ev->data;
 			demote = !!(ev->events & (EPOLLONESHOT | EPOLLEXCLUSIVE));
@@ -386,9 +412,29 @@ static __thread int snap_cap;
 static pthread_key_t snap_key;
 static pthread_once_t snap_key_once = PTHREAD_ONCE_INIT;
 
+/* The snapshot in snap_buf is kept, with its references, for the next
+ * epoll_wait of the same set: rebuilding it took each socket's lock and a
+ * reference per connection per call (wrk: 125 connections a thread). */
+static __thread int snap_n, snap_ep = -1, snap_word = -1;
+static __thread uint64_t snap_set_gen, snap_conn_gen;
+
+static void snap_drop(void)
+{
+	for (int i = 0; i < snap_n; i++)
+		sdp_conn_put(snap_buf[i].c);
+	snap_n = 0;
+	snap_ep = -1;
+}
+
+static void snap_buf_free(void *b)
+{
+	snap_drop();
+	free(b);
+}
+
 static void snap_key_make(void)
 {
-	pthread_key_create(&snap_key, free);
+	pthread_key_create(&snap_key, snap_buf_free);
 }
 
 /* Room for n entries (0 if none could be had: the caller then waits in
@@ -413,14 +459,25 @@ static int snap_room_locked(int n)
 	return 1;
 }
 
-/* Take the set's eligible connections (references) into snap_buf, and
- * the set's wake word into *word. */
+/* The set's eligible connections (references, kept for the next call:
+ * snap_n) in snap_buf, and the set's wake word into *word. */
 static int snapshot(int ep, int *word)
 {
 	struct ep_set *set;
 	struct snap *out;
+	uint64_t conn_gen = atomic_load(&ep_conn_gen);
 	int n = 0;
 
+	pthread_mutex_lock(&ep_lock);
+	set = sets[ep];
+	if (set && !set->off && ep == snap_ep && set->gen == snap_set_gen &&
+	    conn_gen == snap_conn_gen) {
+		pthread_mutex_unlock(&ep_lock);
+		*word = snap_word;
+		return snap_n;	/* unchanged: the cached one */
+	}
+	pthread_mutex_unlock(&ep_lock);
+	snap_drop();		/* its puts without ep_lock */
 	pthread_mutex_lock(&ep_lock);
 	set = sets[ep];
 	if (!set || set->off || !snap_room_locked(set->n)) {
@@ -445,6 +502,11 @@ static int snapshot(int ep, int *word)
 			continue;
 		out[n++] = (struct snap){ c, e->events, e->data, 0 };
 	}
+	snap_n = n;
+	snap_ep = ep;
+	snap_word = *word;
+	snap_set_gen = set->gen;
+	snap_conn_gen = conn_gen;
 	pthread_mutex_unlock(&ep_lock);
 	return n;
 }
@@ -768,8 +830,7 @@ static void sleep_end(struct snap *sn, int n, int word,
 
 /* What a thread cancelled in its kernel sleep (a cancellation point) must
  * undo: the set's sleep (else it looks asleep for good and its peers write
- * a readiness byte for every message) and the snapshot's references (else
- * its connections are never freed). */
+ * a readiness byte for every message). */
 struct sleep_undo {
 	struct snap *sn;
 	int n, word;
@@ -782,8 +843,8 @@ static void sleep_cancelled(void *arg)
 
 	if (u->sleeping)
 		sleep_end(u->sn, u->n, u->word, NULL, -1);
-	for (int i = 0; i < u->n; i++)
-		sdp_conn_put(u->sn[i].c);
+	/* The snapshot's references stay with the thread's cache (its key's
+	 * destructor drops them when the thread exits). */
 }
 
 static int fast_wait(int ep, struct epoll_event *ev, int max, int tmo,
@@ -854,8 +915,6 @@ static int fast_wait(int ep, struct epoll_event *ev, int max, int tmo,
 	r = r < 0 ? (errno == EINTR ? k : -1) : merge(ev, k, r);
 out:
 	saved = errno;
-	for (int i = 0; i < n; i++)
-		sdp_conn_put(sn[i].c);
 	pthread_cleanup_pop(0);
 	errno = saved;
 	return r;

@@ -110,6 +110,9 @@ int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
 /* Descriptor table (fdtable.c).  get() returns a referenced socket or NULL
  * (cheap for descriptors that are not SDP). */
 void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev);
+/* A socket gained or lost its connection: epoll_wait's cached snapshots
+ * (epfast.c) are stale. */
+void sdp_epfast_conns_changed(void);
 /* fdlimit.c: at load, raise RLIMIT_NOFILE's soft limit to SDP_NOFILE. */
 void sdp_fdlimit_raise(void);
 

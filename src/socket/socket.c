@@ -95,6 +95,7 @@ static int others_hold(const struct sdp_sock *s)
 
 void sdp_sock_release(struct sdp_sock *s)
 {
+	sdp_epfast_conns_changed();
 	pthread_mutex_lock(&s->lock);
 	if (s->conn && others_hold(s)) {
 		sdp_conn_detach(s->conn);	/* drops our reference */
@@ -552,6 +553,7 @@ SDP_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		if (r == 0) {
 			c = s->conn;
 			sdp_conn_get(c);
+			sdp_epfast_conns_changed();
 		}
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -598,6 +600,7 @@ static int switch_fallback(struct sdp_sock *s, int fd, const struct sockaddr *sa
 	s->conn = NULL;
 	s->kind = SDP_SK_NEW;
 	pthread_mutex_unlock(&s->lock);
+	sdp_epfast_conns_changed();
 	if (c)
 		sdp_conn_close(c, 1);
 	return sdp_switch_fallback_connect(s, fd, sa, len, err);
