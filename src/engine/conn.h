@@ -275,7 +275,10 @@ struct sdp_conn {
 	const _Atomic uint32_t *_Atomic ep_arrivals;
 	struct sdp_conn *next, *prev;	/* progress registry list */
 	struct sdp_conn *timer_next;	/* progress timer list */
-	unsigned in_timer:1;
+	/* On the progress timer list.  Written under the progress lock; read
+	 * without it by a hold that would arm the timer (tx.c): the progress
+	 * thread clears it before it looks at the deadline under c->lock. */
+	atomic_uchar in_timer;
 	unsigned timer_full:1;		/* armed for more than a hold's
 					 * deadline (progress.c) */
 	struct sdp_conn *acc_next;	/* listener accept queue */

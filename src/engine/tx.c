@@ -222,7 +222,13 @@ int sdp_tx_flush_locked(struct sdp_conn *c, int force)
 				c->nagle_deadline_ns = sdp_now_ns() +
 					(c->cork ? SDP_CORK_MAX_US :
 					 sdp_cfg.nagle_us) * 1000ull;
-				sdp_progress_arm_timer_at(c,
+				/* Still on the timer list from an earlier hold
+				 * (nginx corks every response): the progress
+				 * thread reads this deadline under our lock
+				 * after it takes the list, and re-arms.  Saves
+				 * its global lock per response. */
+				if (!atomic_load(&c->in_timer))
+					sdp_progress_arm_timer_at(c,
 						c->nagle_deadline_ns);
 			}
 			return 0;
