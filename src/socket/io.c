@@ -563,12 +563,12 @@ SDP_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 	ssize_t r;
 
 	if (!s) {
-		static ssize_t (*real)(int, int, off_t *, size_t);
+		static void *real;
+		ssize_t (*fn)(int, int, off_t *, size_t) =
+			sdp_real_sym(&real, "sendfile");
 
-		if (!real)
-			*(void **)&real = dlsym(RTLD_NEXT, "sendfile");
-		return real ? real(out_fd, in_fd, offset, count) :
-			      (errno = ENOSYS, -1);
+		return fn ? fn(out_fd, in_fd, offset, count) :
+			    (errno = ENOSYS, -1);
 	}
 	/* Not a POSIX cancellation point, but it blocks like send(): one
 	 * here (engine/cancel.h). */
@@ -588,8 +588,8 @@ SDP_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off_t *offset,
 SDP_EXPORT ssize_t splice(int fd_in, off_t *off_in, int fd_out, off_t *off_out,
 			  size_t len, unsigned int flags)
 {
-	static ssize_t (*real)(int, off_t *, int, off_t *, size_t,
-			       unsigned int);
+	static void *real;
+	ssize_t (*fn)(int, off_t *, int, off_t *, size_t, unsigned int);
 	struct sdp_sock *s = sdp_fd_get(fd_in);
 
 	if (!s)
@@ -599,8 +599,7 @@ SDP_EXPORT ssize_t splice(int fd_in, off_t *off_in, int fd_out, off_t *off_out,
 		errno = EINVAL;
 		return -1;
 	}
-	if (!real)
-		*(void **)&real = dlsym(RTLD_NEXT, "splice");
-	return real ? real(fd_in, off_in, fd_out, off_out, len, flags) :
-		      (errno = ENOSYS, -1);
+	fn = sdp_real_sym(&real, "splice");
+	return fn ? fn(fd_in, off_in, fd_out, off_out, len, flags) :
+		    (errno = ENOSYS, -1);
 }

@@ -19,7 +19,6 @@
  * pthread_cancel() is here too, the other way a thread is interrupted:
  * engine/cancel.h.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -142,14 +141,8 @@ SDP_EXPORT sighandler_t bsd_signal(int sig, sighandler_t handler)
  * the cancel act only at the library's boundary (engine/cancel.h). */
 SDP_EXPORT int pthread_cancel(pthread_t th)
 {
-	static int (*_Atomic real)(pthread_t);
-	int (*fn)(pthread_t) = atomic_load(&real);
+	static void *real;
+	int (*fn)(pthread_t) = sdp_real_sym(&real, "pthread_cancel");
 
-	if (!fn) {
-		*(void **)&fn = dlsym(RTLD_NEXT, "pthread_cancel");
-		if (!fn)
-			return ENOSYS;
-		atomic_store(&real, fn);
-	}
-	return sdp_cancel_thread(th, fn);
+	return fn ? sdp_cancel_thread(th, fn) : ENOSYS;
 }
