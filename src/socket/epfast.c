@@ -99,9 +99,14 @@ static void set_changed_locked(struct ep_set *set)
 	set->gen = ep_gen_next++;
 }
 
+static void snap_drop_own(void);
+
 void sdp_epfast_conns_changed(void)
 {
 	atomic_fetch_add(&ep_conn_gen, 1);
+	/* This thread's own cache goes now (its connections' descriptors
+	 * with it); other threads' at their next epoll_wait, or exit. */
+	snap_drop_own();
 }
 /* sets[ep]->off, readable without ep_lock (the set may be freed). */
 static _Atomic unsigned char set_off[EP_MAX_FD];
@@ -424,6 +429,16 @@ static void snap_drop(void)
 		sdp_conn_put(snap_buf[i].c);
 	snap_n = 0;
 	snap_ep = -1;
+}
+
+/* Set while fast_wait uses snap_buf (a handler's close must not drop
+ * it under it). */
+static __thread int snap_in_use;
+
+static void snap_drop_own(void)
+{
+	if (!snap_in_use && snap_n)
+		snap_drop();
 }
 
 static void snap_buf_free(void *b)
@@ -845,6 +860,7 @@ static void sleep_cancelled(void *arg)
 		sleep_end(u->sn, u->n, u->word, NULL, -1);
 	/* The snapshot's references stay with the thread's cache (its key's
 	 * destructor drops them when the thread exits). */
+	snap_in_use = 0;
 }
 
 static int fast_wait(int ep, struct epoll_event *ev, int max, int tmo,
@@ -861,10 +877,15 @@ static int fast_wait(int ep, struct epoll_event *ev, int max, int tmo,
 	    !atomic_load_explicit((_Atomic(struct ep_set *) *)&sets[ep],
 				  memory_order_relaxed))
 		return kernel_wait(ep, ev, max, tmo, ts, mask, kind);
+	/* A signal handler's epoll_wait inside ours: the snapshot is
+	 * ours (the kernel alone answers it). */
+	if (snap_in_use)
+		return kernel_wait(ep, ev, max, tmo, ts, mask, kind);
 	n = snapshot(ep, &word);
 	sn = snap_buf;
 	if (!n)
 		return kernel_wait(ep, ev, max, tmo, ts, mask, kind);
+	snap_in_use = 1;
 	/* From here every exit is through `out` (the pop). */
 	struct sleep_undo undo = { sn, n, -1, 0 };
 
@@ -916,6 +937,7 @@ static int fast_wait(int ep, struct epoll_event *ev, int max, int tmo,
 out:
 	saved = errno;
 	pthread_cleanup_pop(0);
+	snap_in_use = 0;
 	errno = saved;
 	return r;
 }
