@@ -523,14 +523,14 @@ void sdp_listen_close(struct sdp_listen *l)
 	sdp_listen_put(l);
 }
 
-void sdp_listen_stop(struct sdp_listen *l, int keep_tcp_fd)
+int sdp_listen_stop(struct sdp_listen *l, int keep_tcp_fd)
 {
 	struct sdp_conn *c, *next;
 
 	pthread_mutex_lock(&l->lock);
 	if (l->closed) {
 		pthread_mutex_unlock(&l->lock);
-		return;
+		return 0;
 	}
 	l->closed = 1;
 	l->ready = NULL;
@@ -562,4 +562,5 @@ void sdp_listen_stop(struct sdp_listen *l, int keep_tcp_fd)
 		sdp_conn_close(c, 1);
 	}
 	sdp_progress_release_listener(l);
+	return 1;
 }

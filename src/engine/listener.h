@@ -63,8 +63,9 @@ void sdp_listen_close(struct sdp_listen *l);
  * now on).  Idempotent; sdp_listen_close() stops too, then drops the
  * reference.  keep_tcp_fd: a "both" listener's kernel socket is shut
  * down, not closed, until the last reference (other threads may be in
- * accept() on it); close() frees its port at once instead. */
-void sdp_listen_stop(struct sdp_listen *l, int keep_tcp_fd);
+ * accept() on it); close() frees its port at once instead.  Returns 1 if
+ * this call stopped it, 0 if it was stopped already. */
+int sdp_listen_stop(struct sdp_listen *l, int keep_tcp_fd);
 void sdp_listen_get(struct sdp_listen *l);
 void sdp_listen_put(struct sdp_listen *l);
 int sdp_listen_fd(struct sdp_listen *l);

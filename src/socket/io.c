@@ -2,8 +2,9 @@
 /*
  * io.c — the data entry points: send, sendto, sendmsg, sendmmsg, write,
  * writev, recv, recvfrom, recvmsg, recvmmsg, read, readv and the
- * fortified/_chk aliases glibc uses, so no call slips past the switch.  Each maps the descriptor, then hands an
- * iovec to the engine; SIGPIPE and errno are produced here, at the boundary.
+ * fortified/_chk aliases glibc uses, so no call slips past the switch.
+ * Each maps the descriptor, then hands an iovec to the engine; SIGPIPE and
+ * errno are produced here, at the boundary.
  */
 #include <dlfcn.h>
 #include <errno.h>

@@ -614,7 +614,7 @@ static int listener_shutdown(struct sdp_sock *s)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
 	struct sdp_listen *l;
-	int closed;
+	int stopped;
 
 	pthread_mutex_lock(&s->lock);
 	l = s->kind == SDP_SK_LISTEN ? s->lsn : NULL;
@@ -623,13 +623,9 @@ static int listener_shutdown(struct sdp_sock *s)
 	pthread_mutex_unlock(&s->lock);
 	if (!l)
 		return -ENOTCONN;
-	pthread_mutex_lock(&l->lock);
-	closed = l->closed;
-	pthread_mutex_unlock(&l->lock);
-	if (!closed)
-		sdp_listen_stop(l, 1);
+	stopped = sdp_listen_stop(l, 1);
 	pthread_mutex_lock(&s->lock);
-	if (!closed && s->kind == SDP_SK_LISTEN && s->lsn == l) {
+	if (stopped && s->kind == SDP_SK_LISTEN && s->lsn == l) {
 		/* Wake pollers and "both" accepts in poll: the token, put
 		 * back into the descriptor's set if sharing took it out. */
 		ev.data.fd = s->ready.app_fd;
@@ -640,7 +636,7 @@ static int listener_shutdown(struct sdp_sock *s)
 	}
 	pthread_mutex_unlock(&s->lock);
 	sdp_listen_put(l);
-	return closed ? -ENOTCONN : 0;	/* a second time: as Linux */
+	return stopped ? 0 : -ENOTCONN;	/* a second time: as Linux */
 }
 
 SDP_EXPORT int shutdown(int fd, int how)
