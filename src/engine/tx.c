@@ -190,6 +190,18 @@ static int tx_can_send_data(const struct sdp_conn *c)
 	}
 }
 
+/* Take n sent bytes off the front of the queue.  An emptied queue starts
+ * again at its first byte: with a rolling head, a server that queues each
+ * response (nginx corks them) writes every response into lines of the
+ * ring it has not touched for a long time, and with a thousand
+ * connections' rings none are cached -- each enqueue paid its stores'
+ * misses (at the unlock that drains them: 4% of nginx at wrk -c 1000). */
+static void txq_consume(struct sdp_conn *c, uint32_t n)
+{
+	c->txq_len -= n;
+	c->txq_head = c->txq_len ? (c->txq_head + n) % c->txq_cap : 0;
+}
+
 int sdp_tx_flush_locked(struct sdp_conn *c, int force)
 {
 	if (sdp_zcopy_ctl_pending(c))
@@ -247,8 +259,7 @@ int sdp_tx_flush_locked(struct sdp_conn *c, int force)
 		}
 		if (tx_post(c, SDP_MID_DATA, flags, sg, n, chunk, 0) < 0)
 			return -ECONNRESET;
-		c->txq_head = (c->txq_head + chunk) % c->txq_cap;
-		c->txq_len -= chunk;
+		txq_consume(c, chunk);
 		if (flags)
 			c->tx_urg = 0;
 		c->nagle_deadline_ns = 0;
@@ -431,8 +442,7 @@ ssize_t sdp_conn_send_fill(struct sdp_conn *c, size_t len,
 			break;
 		}
 		if (queued) {
-			c->txq_head = (c->txq_head + queued) % c->txq_cap;
-			c->txq_len -= queued;
+			txq_consume(c, queued);
 			c->nagle_deadline_ns = 0;
 		}
 		c->tx_queued_off += (uint64_t)n;
