@@ -178,8 +178,18 @@ static void spin_unlock(struct sdp_cancel_rec *t)
 	atomic_flag_clear_explicit(&t->lock, memory_order_release);
 }
 
-int sdp_cancel_sleep_begin(struct sdp_cancel_sleep *cs,
-			   _Atomic uint32_t *word, int private)
+/* The word of a sleep that this one interrupted (a signal handler's call
+ * inside ours), put back by sleep_end. */
+struct sdp_cancel_sleep {
+	_Atomic uint32_t *prev;
+	int prev_private, skipped;
+};
+
+static int sleep_end(struct sdp_cancel_sleep *cs);
+
+/* -EINTR if the thread has a cancel to act on (do not sleep), else 0. */
+static int sleep_begin(struct sdp_cancel_sleep *cs, _Atomic uint32_t *word,
+		       int private)
 {
 	struct sdp_cancel_rec *t = &sdp_cancel_me;
 
@@ -200,13 +210,14 @@ int sdp_cancel_sleep_begin(struct sdp_cancel_sleep *cs,
 	 * it saw our word (and bumps it: the futex wait returns at once), or
 	 * its mark is visible to us now. */
 	if (wake_for_cancel(t)) {
-		sdp_cancel_sleep_end(cs);
+		sleep_end(cs);
 		return -EINTR;
 	}
 	return 0;
 }
 
-int sdp_cancel_sleep_end(struct sdp_cancel_sleep *cs)
+/* -EINTR if a cancel came during the sleep (it bumped and woke the word). */
+static int sleep_end(struct sdp_cancel_sleep *cs)
 {
 	struct sdp_cancel_rec *t = &sdp_cancel_me;
 
@@ -220,6 +231,24 @@ int sdp_cancel_sleep_end(struct sdp_cancel_sleep *cs)
 	spin_unlock(t);
 	t->locking = 0;
 	return wake_for_cancel(t) ? -EINTR : 0;
+}
+
+int sdp_cancel_futex_wait(_Atomic uint32_t *word, uint32_t val,
+			  const struct timespec *ts, int private)
+{
+	struct sdp_cancel_sleep cs;
+	int r = 0;
+
+	if (sleep_begin(&cs, word, private))
+		return -EINTR;
+	if (atomic_load(word) == val &&
+	    syscall(SYS_futex, word, private ? FUTEX_WAIT_PRIVATE : FUTEX_WAIT,
+		    val, ts, NULL, 0) < 0 &&
+	    (errno == EINTR || errno == ETIMEDOUT))
+		r = -errno;
+	if (sleep_end(&cs))
+		r = -EINTR;
+	return r;
 }
 
 int sdp_cancel_kernel_wait_begin(void)

@@ -28,8 +28,9 @@
  * A thread whose record is marked runs every later library call with
  * cancellation disabled inside (the glibc bit may already be set); a
  * cancellation point that would block acts when its wait returns for the
- * cancel, one that completes at once returns its result first.  The application's own cancel state is honoured: with
- * cancellation disabled, nothing is interrupted.
+ * cancel, one that completes at once returns its result first.  The
+ * application's own cancel state is honoured: with cancellation disabled,
+ * nothing is interrupted.
  *
  * Cost on the normal path: a thread-local increment and decrement and a
  * test of a thread-local flag per call; no atomic instruction (the barrier
@@ -89,13 +90,12 @@ void sdp__cancel_enter_slow(void);
 void sdp__cancel_leave_slow(long r, int point);
 
 /* A socket call enters the library (after it took its socket reference:
- * nothing acts here).  point: the call is a POSIX cancellation point
- * (recv, send, accept, connect...); it is acted upon at the boundary. */
-static inline void sdp_cancel_enter(int point)
+ * nothing acts here; whether the call is a cancellation point matters at
+ * the boundary, sdp_cancel_leave). */
+static inline void sdp_cancel_enter(void)
 {
 	struct sdp_cancel_rec *t = &sdp_cancel_me;
 
-	(void)point;
 	if (__builtin_expect(!t->registered ||
 			     atomic_load_explicit(&t->requested,
 						  memory_order_relaxed), 0))
@@ -124,19 +124,16 @@ static inline void sdp_cancel_leave(long r, int point)
 		sdp__cancel_leave_slow(r, point);
 }
 
-/* Around a futex sleep of an application thread in the library (word:
- * the futex word; private: FUTEX_*_PRIVATE).  begin returns -EINTR if the
- * thread has a cancel to act on (do not sleep), else 0; end returns -EINTR
- * if one came during the sleep (it bumped and woke the word).  Once per
- * call.  `cs` keeps the word of a sleep this one interrupted (a signal
- * handler's call), put back by end. */
-struct sdp_cancel_sleep {
-	_Atomic uint32_t *prev;
-	int prev_private, skipped;
-};
-int sdp_cancel_sleep_begin(struct sdp_cancel_sleep *cs,
-			   _Atomic uint32_t *word, int private);
-int sdp_cancel_sleep_end(struct sdp_cancel_sleep *cs);
+/* The futex sleep of an application thread in the library, on `word`
+ * while it holds `val` (private: FUTEX_WAIT_PRIVATE; ts: a relative
+ * timeout or NULL), that pthread_cancel can end: the canceller bumps and
+ * wakes the word this thread published.  Returns 0 (woken, or the word
+ * had moved), -ETIMEDOUT, or -EINTR (a signal, or a cancel to act on:
+ * then it does not sleep at all).  A signal handler's call that sleeps
+ * inside it publishes its own word and puts ours back. */
+struct timespec;
+int sdp_cancel_futex_wait(_Atomic uint32_t *word, uint32_t val,
+			  const struct timespec *ts, int private);
 
 /* This call's wait already returned -EINTR for a cancel: the engine must
  * not take that for a signal to restart after (SA_RESTART). */

@@ -422,9 +422,8 @@ int sdp_listen_accept(struct sdp_listen *l, int nonblock, int timeout_ms,
 	/* A "both" listener wakes us for TCP arrivals too: the caller then
 	 * tries the TCP side (-EAGAIN with *out NULL means "look there"). */
 	struct timespec ts, *tsp = NULL;
-	struct sdp_cancel_sleep cs;
 	unsigned seq;
-	long r;
+	int r;
 
 	for (;;) {
 		pthread_mutex_lock(&l->lock);
@@ -478,23 +477,13 @@ int sdp_listen_accept(struct sdp_listen *l, int nonblock, int timeout_ms,
 			tsp = &ts;
 		}
 		/* pthread_cancel wakes us through the same word. */
-		if (sdp_cancel_sleep_begin(&cs, &l->seq, 1)) {
-			r = -1;
-			errno = EINTR;
-		} else {
-			r = syscall(SYS_futex, &l->seq, FUTEX_WAIT_PRIVATE,
-				    seq, tsp, NULL, 0);
-			if (sdp_cancel_sleep_end(&cs)) {
-				r = -1;
-				errno = EINTR;
-			}
-		}
+		r = sdp_cancel_futex_wait(&l->seq, seq, tsp, 1);
 		pthread_mutex_lock(&l->lock);
 		l->accept_waiters--;
 		pthread_mutex_unlock(&l->lock);
-		if (r < 0 && errno == EINTR)
+		if (r == -EINTR)
 			return -EINTR;
-		if (r < 0 && errno == ETIMEDOUT)
+		if (r == -ETIMEDOUT)
 			return -EAGAIN;
 	}
 }

@@ -84,7 +84,7 @@ static ssize_t sock_recv(struct sdp_sock *s, const struct iovec *iov, int cnt,
 }
 
 /* The end of every data call on an SDP descriptor, which began with
- * sdp_cancel_enter(1) (each is a cancellation point, engine/cancel.h): a
+ * sdp_cancel_enter() (each is a cancellation point, engine/cancel.h): a
  * pending pthread_cancel may act only once the socket is released. */
 static ssize_t io_end(struct sdp_sock *s, ssize_t r)
 {
@@ -97,7 +97,7 @@ static ssize_t send1(struct sdp_sock *s, const void *buf, size_t len, int flags)
 {
 	struct iovec v = { .iov_base = (void *)buf, .iov_len = len };
 
-	sdp_cancel_enter(1);
+	sdp_cancel_enter();
 	return io_end(s, sock_send(s, &v, 1, flags));
 }
 
@@ -105,7 +105,7 @@ static ssize_t recv1(struct sdp_sock *s, void *buf, size_t len, int flags)
 {
 	struct iovec v = { .iov_base = buf, .iov_len = len };
 
-	sdp_cancel_enter(1);
+	sdp_cancel_enter();
 	return io_end(s, sock_recv(s, &v, 1, flags));
 }
 
@@ -157,7 +157,7 @@ SDP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 		sdp_real_init();
 		return sdp_real.writev(fd, iov, cnt);
 	}
-	sdp_cancel_enter(1);
+	sdp_cancel_enter();
 	r = iov_ok(iov, cnt) ? sock_send(s, iov, cnt, 0) : -EINVAL;
 	return io_end(s, r);
 }
@@ -171,7 +171,7 @@ SDP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 		sdp_real_init();
 		return sdp_real.sendmsg(fd, msg, flags);
 	}
-	sdp_cancel_enter(1);
+	sdp_cancel_enter();
 	if (!msg || !iov_ok(msg->msg_iov, (int)msg->msg_iovlen))
 		r = -EINVAL;
 	else if (msg->msg_controllen)
@@ -226,7 +226,7 @@ SDP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 		sdp_real_init();
 		return sdp_real.readv(fd, iov, cnt);
 	}
-	sdp_cancel_enter(1);
+	sdp_cancel_enter();
 	r = iov_ok(iov, cnt) ? sock_recv(s, iov, cnt, 0) : -EINVAL;
 	return io_end(s, r);
 }
@@ -240,7 +240,7 @@ SDP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 		sdp_real_init();
 		return sdp_real.recvmsg(fd, msg, flags);
 	}
-	sdp_cancel_enter(1);
+	sdp_cancel_enter();
 	if (!msg || !iov_ok(msg->msg_iov, (int)msg->msg_iovlen)) {
 		r = -EINVAL;
 	} else {
@@ -306,7 +306,7 @@ SDP_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 			sdp_real_sym(&real, "sendmmsg");
 		return fn ? fn(fd, vec, vlen, flags) : (errno = ENOSYS, -1);
 	}
-	sdp_cancel_enter(1);
+	sdp_cancel_enter();
 	if (vlen > IOV_MAX)
 		vlen = IOV_MAX;
 	for (i = 0; i < vlen; i++) {
@@ -347,7 +347,7 @@ SDP_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 		errno = EINVAL;
 		return -1;
 	}
-	sdp_cancel_enter(1);
+	sdp_cancel_enter();
 	if (timeout) {
 		clock_gettime(CLOCK_MONOTONIC, &end);
 		end.tv_sec += timeout->tv_sec;
@@ -573,7 +573,7 @@ SDP_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 	}
 	/* Not a POSIX cancellation point, but it blocks like send(): one
 	 * here (engine/cancel.h). */
-	sdp_cancel_enter(1);
+	sdp_cancel_enter();
 	r = sdp_sendfile(s, in_fd, offset, count);
 	return io_end(s, r);
 }

@@ -412,7 +412,7 @@ static int do_accept(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 		r = sdp_real.accept4(fd, sa, len, flags);
 		return r < 0 ? -errno : r;
 	}
-	sdp_cancel_enter(1);	/* engine/cancel.h */
+	sdp_cancel_enter();	/* engine/cancel.h */
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) {
 		r = -EINVAL;
 		goto out;
@@ -523,7 +523,7 @@ SDP_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		sdp_real_init();
 		return sdp_real.connect(fd, sa, len);
 	}
-	sdp_cancel_enter(1);	/* engine/cancel.h */
+	sdp_cancel_enter();	/* engine/cancel.h */
 	if (s->switched) {
 		r = sdp_switch_connect(s, fd, sa, len);
 		if (r != 1)
@@ -715,10 +715,11 @@ SDP_EXPORT int close(int fd)
 		return sdp_real.close(fd);
 	s = sdp_fd_take(fd);
 	sdp_switch_forget_tcp(fd);
-	/* Not acted upon at entry (point 0): the descriptor is gone
-	 * already, and the release must run whole (engine/cancel.h). */
+	/* Not a cancellation point here (its leave says 0): the descriptor
+	 * is gone already, and the release must run whole
+	 * (engine/cancel.h). */
 	if (s)
-		sdp_cancel_enter(0);
+		sdp_cancel_enter();
 	r = sdp_real.close(fd);
 	if (s) {
 		if (atomic_fetch_sub(&s->nfds, 1) == 1)

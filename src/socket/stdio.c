@@ -16,8 +16,9 @@
  * fdopen()ed socket (glibc's cookie streams do all their I/O through the
  * cookie functions).  Writes are completed in full unless an error or a
  * signal stops them (a short write sets the stream's error flag, as
- * glibc's own streams do on EINTR); seeks fail with ESPIPE.  dprintf/vdprintf and their fortified
- * variants format into memory, then send.  Other descriptors go to glibc.
+ * glibc's own streams do on EINTR); seeks fail with ESPIPE.
+ * dprintf/vdprintf and their fortified variants format into memory, then
+ * send.  Other descriptors go to glibc.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -28,16 +29,6 @@
 #include <unistd.h>
 
 #include "socket/sock.h"
-
-static int is_sdp(int fd)
-{
-	struct sdp_sock *s = sdp_fd_get(fd);
-
-	if (!s)
-		return 0;
-	sdp_sock_put(s);
-	return 1;
-}
 
 /* All of buf, unless an error comes first (then what went, or -1). */
 static ssize_t write_all(int fd, const char *buf, size_t n)
@@ -86,7 +77,7 @@ SDP_EXPORT FILE *fdopen(int fd, const char *mode)
 	char m[16];
 	FILE *f;
 
-	if (!mode || !is_sdp(fd)) {
+	if (!mode || !sdp_fd_mapped(fd)) {
 		FILE *(*fn)(int, const char *) = sdp_real_sym(&real, "fdopen");
 
 		return fn ? fn(fd, mode) : (errno = ENOSYS, NULL);
@@ -119,7 +110,7 @@ SDP_EXPORT int vdprintf(int fd, const char *fmt, va_list ap)
 	static void *real;
 	int (*fn)(int, const char *, va_list);
 
-	if (is_sdp(fd))
+	if (sdp_fd_mapped(fd))
 		return sdp_vdprintf(fd, fmt, ap);
 	fn = sdp_real_sym(&real, "vdprintf");
 	return fn ? fn(fd, fmt, ap) : (errno = ENOSYS, -1);
@@ -142,7 +133,7 @@ SDP_EXPORT int __vdprintf_chk(int fd, int flag, const char *fmt, va_list ap)
 	static void *real;
 	int (*fn)(int, int, const char *, va_list);
 
-	if (is_sdp(fd))
+	if (sdp_fd_mapped(fd))
 		return sdp_vdprintf(fd, fmt, ap);
 	fn = sdp_real_sym(&real, "__vdprintf_chk");
 	return fn ? fn(fd, flag, fmt, ap) : (errno = ENOSYS, -1);

@@ -160,7 +160,6 @@ int sdp__shm_wait(struct sdp_qp *sq, uint32_t seq, int timeout_ms)
 	struct shm_ctrl *c = qp->me.ctrl;
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX :
 			    sdp__shm_now_ms() + (uint64_t)timeout_ms;
-	struct sdp_cancel_sleep cs;
 	int ret = 0;
 
 	atomic_fetch_add(&c->waiters, 1);
@@ -189,17 +188,12 @@ int sdp__shm_wait(struct sdp_qp *sq, uint32_t seq, int timeout_ms)
 			slice = SHM_WAIT_SLICE_MS;
 		ts.tv_sec = 0;
 		ts.tv_nsec = (long)slice * 1000000;
-		/* pthread_cancel wakes us through the same word. */
-		if (sdp_cancel_sleep_begin(&cs, &c->seq, 0)) {
+		/* pthread_cancel wakes us through the same word.  A slice
+		 * that times out only looks again. */
+		if (sdp_cancel_futex_wait(&c->seq, seq, &ts, 0) == -EINTR) {
 			ret = -EINTR;
 			break;
 		}
-		if (futex(&c->seq, FUTEX_WAIT, seq, &ts) < 0 && errno == EINTR)
-			ret = -EINTR;
-		if (sdp_cancel_sleep_end(&cs))
-			ret = -EINTR;
-		if (ret)
-			break;
 	}
 	atomic_fetch_sub(&c->waiters, 1);
 	return ret;

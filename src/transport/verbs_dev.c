@@ -843,9 +843,8 @@ int sdp__verbs_wait(struct sdp_qp *q, uint32_t seq, int timeout_ms)
 {
 	struct vb_qp *qp = VB_QP(q);
 	struct timespec ts, *tsp = NULL;
-	struct sdp_cancel_sleep cs;
 	struct vb_dev *d;
-	long r;
+	int r;
 
 	if (timeout_ms >= 0) {
 		ts.tv_sec = timeout_ms / 1000;
@@ -876,29 +875,17 @@ int sdp__verbs_wait(struct sdp_qp *q, uint32_t seq, int timeout_ms)
 			pthread_mutex_unlock(&d->lock);
 		}
 	}
-	r = 0;
 	/* pthread_cancel wakes us through the same word (engine/cancel.h). */
-	if (sdp_cancel_sleep_begin(&cs, &qp->seq, 1)) {
-		r = -1;
-		errno = EINTR;
-	} else {
-		if (atomic_load(&qp->seq) == seq)
-			r = futex(&qp->seq, FUTEX_WAIT_PRIVATE, seq, tsp);
-		if (sdp_cancel_sleep_end(&cs)) {
-			r = -1;
-			errno = EINTR;
-		}
-	}
+	r = sdp_cancel_futex_wait(&qp->seq, seq, tsp, 1);
 	if (d)
 		atomic_fetch_sub(&d->sleepers, 1);
 	atomic_fetch_sub(&qp->waiters, 1);
-	r = r < 0 && (errno == ETIMEDOUT || errno == EINTR) ? -errno : 0;
 	/* News that came while we gave up (a timeout, a signal) skipped the
 	 * progress thread because we were waiting (bump_completion), and
 	 * our caller may not poll now: the progress thread takes it in. */
 	if (r && atomic_load(&qp->seq) != seq)
 		sdp__verbs_ring_progress(qp);
-	return (int)r;
+	return r;
 }
 
 void sdp__verbs_kick(struct sdp_qp *q)
