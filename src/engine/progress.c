@@ -20,6 +20,7 @@
 #include "engine/progress.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -555,6 +556,25 @@ void sdp_progress_foreach(void (*cb)(struct sdp_conn *c, void *arg), void *arg)
  * instead of a reset.  Bounded: a peer that grants no credit cannot hold
  * the exit for more than about a second.
  */
+/* Our reference to the application's end goes (so that the hang-up on
+ * ours says whether another process holds it), but its number stays
+ * taken: the descriptor table still names the socket there until the
+ * process is gone, and a descriptor the kernel handed out under that
+ * number meanwhile (an fd the progress thread receives from a peer) would
+ * be taken for the socket when the library closes it: a release of the
+ * connection from inside its own service, under its lock (a deadlock seen
+ * with wrk exiting while nginx shared its readiness descriptor). */
+static bool drop_app_end(int app_fd)
+{
+	int inert = open("/dev/null", O_RDONLY | O_CLOEXEC), r;
+
+	if (inert < 0)
+		return false;
+	r = sdp_real.dup3(inert, app_fd, O_CLOEXEC);
+	sdp_real.close(inert);
+	return r >= 0;
+}
+
 /* Exiting while a fork() child still holds the descriptor (daemonizing):
  * leave the connection to it, as the kernel does with a TCP socket. */
 static int handed_to_other_process(struct sdp_conn *c)
@@ -563,7 +583,8 @@ static int handed_to_other_process(struct sdp_conn *c)
 
 	if (!c->ready || c->ready->lib_fd < 0 || c->detached)
 		return c->detached;
-	sdp_real.close(c->ready->app_fd);	/* ours goes anyway at exit */
+	if (!drop_app_end(c->ready->app_fd))
+		return 0;	/* cannot tell: flush it as ours */
 	p.fd = c->ready->lib_fd;
 	p.events = POLLRDHUP;
 	if (poll(&p, 1, 0) < 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
