@@ -25,6 +25,16 @@ static const struct sdp_transport_ops *appwake_ops(const struct sdp_conn *c)
 
 __thread uint64_t sdp_appwake_sleep_id;
 
+/* Messages a connection receives on the doorbell path (through the
+ * progress thread) before the peer gets our readiness descriptor.  The
+ * hand-over is a one-off cost that a connection per request never earns
+ * back: a socket sent with SCM_RIGHTS makes the kernel schedule its unix
+ * garbage collector at every unix socket close on the host, and nginx
+ * under wrk "Connection: close" ran 35% slower with it
+ * (docs/BENCHMARKS.md, session 13).  A long-lived connection pays a few
+ * extra hops once. */
+#define SDP_APPWAKE_SHARE_AFTER 8
+
 int sdp_appwake_set_sleeps_locked(const struct sdp_conn *c)
 {
 	return c->ep_sleepers ||
@@ -97,7 +107,11 @@ int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask)
 	    c->txq_len || (c->wr_shut && !c->disconn_sent))
 		return 0;
 	if (!c->app_fd_shared) {
-		int r = tp->share_app_fd(c->qp, c->ready->lib_fd);
+		int r;
+
+		if (c->stats.msgs_rcvd < SDP_APPWAKE_SHARE_AFTER)
+			return 0;
+		r = tp->share_app_fd(c->qp, c->ready->lib_fd);
 
 		if (r == -ENOTCONN || r == -EAGAIN)
 			return 0;	/* not yet: try on the next update */
