@@ -235,6 +235,10 @@ itest "itest/zcopy-vec-write-$MED" 120 sdp_zcopy --family "$FAM4" --bytes "$MED"
 # TCP shadow (program verdict both) and a refused SDP connect still falls
 # back (sdp_switch_fallback_connect ignores the connect verdict).
 itest "itest/fallback" 120 sdp_fallback
+# Runs of short-lived connections to a listener that takes TCP too go over
+# TCP for a while (policy/shortlived.h); to an SDP-only listener, never.
+itest "itest/shortlived-both" 60 sdp_shortlived --listen both
+itest "itest/shortlived-sdp" 60 sdp_shortlived --listen sdp
 show_known() { # NAME: repeat a test's "# TODO known failure" lines
 	local plog="$LOGDIR/$(printf '%s' "$1" | tr '/ ' '__').log"
 	if [ -f "$plog" ] && grep -q '# TODO known failure' "$plog"; then

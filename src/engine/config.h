@@ -33,6 +33,11 @@ struct sdp_config {
 				 * may advertise SinkAvail (Write ZCopy) */
 	uint32_t appwake;	/* SDP_APPWAKE: 1 = the peer may wake an
 				 * epoll-driven application directly */
+	uint32_t short_conn;	/* SDP_SHORT_CONN: this many short-lived
+				 * connections in a row to a destination that
+				 * takes TCP too send the next ones over TCP
+				 * for a while (policy/shortlived.h); 0 off */
+	uint32_t short_conn_ms;	/* SDP_SHORT_CONN_MS: "short-lived" */
 	const char *transport;	/* SDP_TRANSPORT: "shm" (default) or "loop" */
 	int log_level;		/* SDP_LOG: 0 silent .. 3 debug */
 	uint32_t nofile;	/* SDP_NOFILE: raise RLIMIT_NOFILE's soft limit

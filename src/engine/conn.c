@@ -347,6 +347,7 @@ static int conn_handle_cm_event_locked(struct sdp_conn *c)
 	struct sdp_hello_ack ack;
 	int r;
 
+	memset(&ev, 0, sizeof(ev));	/* flags: 0 unless the provider sets */
 	r = SDP_TP(c->qp)->get_event(c->qp, &ev);
 	if (r == -EAGAIN)
 		return 0;
@@ -363,6 +364,8 @@ static int conn_handle_cm_event_locked(struct sdp_conn *c)
 		c->peer_rcv_sz = ack.act_rcv_sz;
 		c->tx_credits = ack.bsdh.bufs;
 		c->zc_peer_max_adverts = ack.max_adverts;
+		c->peer_takes_tcp = !!(ev.flags & SDP_CM_F_TCP_TOO);
+		c->active_open_done = 1;
 		SDP_TP(c->qp)->addresses(c->qp, &c->addr);
 		return sdp_conn_set_state_locked(c, SDP_ST_ESTABLISHED);
 	case SDP_CM_REJECTED:
@@ -378,7 +381,7 @@ static int conn_handle_cm_event_locked(struct sdp_conn *c)
 }
 
 int sdp_conn_accept_req(struct sdp_conn_req *req, const struct sdp_hello *hello,
-			struct sdp_conn **out)
+			uint32_t cm_flags, struct sdp_conn **out)
 {
 	const struct sdp_transport_ops *ops = sdp_tp_default();
 	uint8_t priv[SDP_HELLO_ACK_SIZE];
@@ -395,6 +398,7 @@ int sdp_conn_accept_req(struct sdp_conn_req *req, const struct sdp_hello *hello,
 	}
 	conn_bufs_for(c, sdp_tp_req_provider(ops, req));
 	qp_attr(c, &attr);
+	attr.cm_flags = cm_flags;
 	r = ops->create_qp_from_req(req, &attr, &qp);
 	if (r < 0) {
 		sdp_conn_put(c);

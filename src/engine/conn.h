@@ -240,6 +240,9 @@ struct sdp_conn {
 	uint64_t close_deadline_ns;
 	struct sdp_ready *ready;	/* app fd mirror; NULL once orphaned */
 	unsigned app_fd_shared:1;	/* ready->lib_fd handed to the peer */
+	unsigned peer_takes_tcp:1;	/* active open: the listener said it
+					 * takes kernel TCP too (SDP_CM_F_*) */
+	unsigned active_open_done:1;	/* active open: it got established */
 	unsigned app_armed:1;		/* peer may wake the app (appwake.h) */
 	unsigned appwake_off:1;		/* not for this connection any more */
 	unsigned ready_defer:1;		/* inside an app call: mirror at its end */
@@ -359,9 +362,10 @@ int sdp_conn_alloc(struct sdp_conn **out);
  * Returns 0 (connecting; completion reported via progress) or -errno. */
 int sdp_conn_connect(struct sdp_conn *c, struct sdp_listener *local,
 		     const struct sockaddr *dst, socklen_t len);
-/* Passive open from a transport request carrying the peer's Hello. */
+/* Passive open from a transport request carrying the peer's Hello;
+ * `cm_flags` (SDP_CM_F_*) go to the client with the accept. */
 int sdp_conn_accept_req(struct sdp_conn_req *req, const struct sdp_hello *hello,
-			struct sdp_conn **out);
+			uint32_t cm_flags, struct sdp_conn **out);
 /* Drop a reference; the progress thread frees at zero. */
 void sdp_conn_put(struct sdp_conn *c);
 void sdp_conn_get(struct sdp_conn *c);

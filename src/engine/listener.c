@@ -189,7 +189,10 @@ static int passive_open(struct sdp_listen *l, struct sdp_conn_req *req,
 		l->refused++;
 		return r;
 	}
-	r = sdp_conn_accept_req(req, &hello, &c);
+	/* A client may send its next connections over TCP if this port
+	 * takes them (socket/shortlived.c). */
+	r = sdp_conn_accept_req(req, &hello,
+				l->tcp_fd >= 0 ? SDP_CM_F_TCP_TOO : 0, &c);
 	if (r < 0) {
 		l->refused++;
 		return r;

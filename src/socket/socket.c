@@ -103,6 +103,7 @@ void sdp_sock_release(struct sdp_sock *s)
 	} else if (s->conn) {
 		int abort = s->linger.l_onoff && s->linger.l_linger == 0;
 
+		sdp_switch_conn_closing(s);
 		sdp_conn_close(s->conn, abort);	/* drops our reference */
 		s->conn = NULL;
 	}

@@ -32,6 +32,7 @@
 #include "engine/real.h"
 #include "engine/stats_shm.h"
 #include "policy/policy.h"
+#include "policy/shortlived.h"
 #include "sdp/sdp.h"
 #include "socket/sock.h"
 
@@ -481,6 +482,24 @@ int sdp_switch_connect(struct sdp_sock *s, int fd, const struct sockaddr *sa,
 	log_decision("connect", v, rule);
 	/* "sdp" for this destination: no silent fallback to TCP. */
 	s->may_fallback = v == SDP_POLICY_BOTH;
+	if (v == SDP_POLICY_BOTH && s->shadow >= 0 && sdp_cfg.short_conn) {
+		char why[128];
+
+		if (sdp_shortlived_prefer_tcp(sa, len, sdp_now_ns(), why,
+					      sizeof(why))) {
+			pthread_mutex_lock(&s->lock);
+			r = become_tcp(s, fd, why);
+			pthread_mutex_unlock(&s->lock);
+			if (r < 0)
+				return r;
+			return sdp_real.connect(fd, sa, len) < 0 ? -errno : 0;
+		}
+		if (len <= sizeof(s->sl_dst)) {
+			memcpy(&s->sl_dst, sa, len);
+			s->sl_dst_len = len;
+			s->sl_t0_ns = sdp_now_ns();
+		}
+	}
 	if (v != SDP_POLICY_TCP || s->shadow < 0)
 		return 1;
 	pthread_mutex_lock(&s->lock);
@@ -511,6 +530,32 @@ int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
 	if (r < 0)
 		return r;
 	return sdp_real.connect(fd, sa, len) < 0 ? -errno : 0;
+}
+
+void sdp_switch_conn_closing(struct sdp_sock *s)
+{
+	struct sdp_conn *c = s->conn;
+	uint64_t now, bytes;
+	bool done, tcp_too;
+
+	if (!s->sl_dst_len || !c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	done = c->active_open_done;
+	tcp_too = c->peer_takes_tcp;
+	bytes = c->stats.bytes_sent + c->stats.bytes_rcvd;
+	pthread_mutex_unlock(&c->lock);
+	s->sl_dst_len = 0;
+	if (!done)
+		return;		/* never connected: nothing learnt */
+	now = sdp_now_ns();
+	if (sdp_shortlived_closed((struct sockaddr *)&s->sl_dst,
+				  sizeof(s->sl_dst), now - s->sl_t0_ns, bytes,
+				  tcp_too, now))
+		sdp_log(SDP_LOG_INFO, "connections to this destination are "
+			"short-lived: new ones go over TCP for %u ms "
+			"(SDP_SHORT_CONN=0 keeps them on SDP)",
+			SDP_SHORT_HOLD_MS);
 }
 
 void sdp_switch_release(struct sdp_sock *s)

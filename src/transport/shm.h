@@ -246,6 +246,7 @@ struct shm_qp {
 	bool ev_pending;
 	struct shm_addr dst;
 	int is_v6_socket;
+	uint8_t cm_flags;		/* sent with the Accept (attr.cm_flags) */
 };
 
 #define SHM_QP(q) ((struct shm_qp *)(q))
@@ -293,7 +294,7 @@ int sdp__shm_send_msg(int sock, uint16_t type, const struct shm_qp *qp,
 		      uint32_t priv_len);
 int sdp__shm_recv_msg(int sock, uint16_t *type, void *priv, uint32_t *priv_len,
 		      struct shm_addr *dst, uint64_t *base, int *fd,
-		      pid_t *pid);
+		      pid_t *pid, uint8_t *flags);
 int sdp__shm_map_peer(int fd, struct shm_seg *seg);
 void sdp__shm_seg_unmap(struct shm_seg *seg);
 int sdp__shm_connect(struct sdp_qp *qp, struct sdp_listener *local,

@@ -39,7 +39,7 @@ struct shm_wire_msg {			/* host order: both ends share a host */
 	uint16_t type;			/* SHM_MSG_* */
 	uint64_t seg_base;		/* sender's VA of its segment */
 	uint8_t dst_v6;			/* Hello: the address the client dialled */
-	uint8_t pad;
+	uint8_t flags;			/* Accept: SDP_CM_F_* (0 in a Hello) */
 	uint16_t dst_port;
 	uint8_t dst_addr[16];
 	uint32_t priv_len;
@@ -75,8 +75,10 @@ int sdp__shm_send_msg(int sock, uint16_t type, const struct shm_qp *qp,
 	m.magic = SHM_WIRE_MAGIC;
 	m.version = SHM_VERSION;
 	m.type = type;
-	if (qp)
+	if (qp) {
 		m.seg_base = (uintptr_t)qp->me.ctrl;
+		m.flags = qp->cm_flags;
+	}
 	if (dst) {
 		m.dst_v6 = (uint8_t)dst->v6;
 		m.dst_port = dst->port;
@@ -137,7 +139,8 @@ static void take_cmsgs(struct msghdr *mh, int *fd, pid_t *pid)
 }
 
 int sdp__shm_recv_msg(int sock, uint16_t *type, void *priv, uint32_t *priv_len,
-		      struct shm_addr *dst, uint64_t *base, int *fd, pid_t *pid)
+		      struct shm_addr *dst, uint64_t *base, int *fd, pid_t *pid,
+		      uint8_t *flags)
 {
 	struct shm_wire_msg m;
 	union shm_cmsg_buf cbuf;
@@ -171,6 +174,8 @@ int sdp__shm_recv_msg(int sock, uint16_t *type, void *priv, uint32_t *priv_len,
 	}
 	*type = m.type;
 	*base = m.seg_base;
+	if (flags)
+		*flags = m.flags;
 	memcpy(priv, m.priv, m.priv_len);
 	*priv_len = m.priv_len;
 	memset(dst, 0, sizeof(*dst));
@@ -369,11 +374,12 @@ static int connect_reply(struct shm_qp *qp, struct sdp_cm_event *ev)
 	uint16_t type = 0;
 	uint32_t plen = 0;
 	uint64_t base = 0;
+	uint8_t flags = 0;
 	pid_t pid;
 	int fd, err;
 
 	err = sdp__shm_recv_msg(qp->sock, &type, priv, &plen, &dummy, &base,
-				&fd, &pid);
+				&fd, &pid, &flags);
 	if (err == -EAGAIN)
 		return -EAGAIN;
 	if (!err && (type != SHM_MSG_ACCEPT || fd < 0))
@@ -394,6 +400,7 @@ static int connect_reply(struct shm_qp *qp, struct sdp_cm_event *ev)
 	atomic_store(&qp->state, SHM_ESTABLISHED);
 	memset(ev, 0, sizeof(*ev));
 	ev->type = SDP_CM_ESTABLISHED;
+	ev->flags = flags;
 	ev->priv_len = plen;
 	memcpy(ev->priv, priv, plen);
 	return 0;

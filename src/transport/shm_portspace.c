@@ -588,7 +588,7 @@ int sdp__shm_pending_scan(struct shm_listener *l, struct sdp_conn_req **out,
 		int fd, err;
 
 		err = sdp__shm_recv_msg(p->sock, &type, buf, &len, &hdst,
-					&base, &fd, &pid);
+					&base, &fd, &pid, NULL);
 		if (err == -EAGAIN) {
 			if (now >= p->deadline_ms)
 				pending_drop(l, pp);

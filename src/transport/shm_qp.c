@@ -192,6 +192,7 @@ static int shm_create_qp_from_req(struct sdp_conn_req *sr,
 	qp->peer_base = r->peer_base;
 	qp->peer_pid = r->peer_pid;
 	qp->is_v6_socket = r->is_v6_socket;
+	qp->cm_flags = (uint8_t)attr->cm_flags;
 	sdp__shm_addr_to_sockaddr(&r->dst, r->is_v6_socket, &qp->addr.local,
 				  &qp->addr.local_len);
 	sdp__shm_addr_to_sockaddr(&r->src, r->is_v6_socket, &qp->addr.peer,

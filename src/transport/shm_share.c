@@ -80,7 +80,7 @@ static int take_one(struct shm_listener *l, int s, struct sdp_conn_req **out,
 		-errno : hello_wait(s);
 	if (!err)
 		err = sdp__shm_recv_msg(s, &type, priv, &len, &hdst, &base,
-					&fd, &pid);
+					&fd, &pid, NULL);
 	if (!err && (type != SHM_MSG_HELLO || fd < 0))
 		err = -EPROTO;
 	if (!err)

@@ -137,7 +137,14 @@ struct sdp_qp_attr {
 	uint32_t recv_region_size; /* bytes of receive-buffer memory the
 				    * transport allocates and registers for
 				    * this QP (the private receive buffers) */
+	uint32_t cm_flags;	/* create_qp_from_req: SDP_CM_F_* sent with the
+				 * accept, where the transport can carry them */
 };
+
+/* Carried beside the HelloAck by transports that can (shm), outside the
+ * SDP messages: 0 from any other. */
+#define SDP_CM_F_TCP_TOO 1u	/* the listener also takes kernel TCP
+				 * connections on its port (policy "both") */
 
 struct sdp_tp_caps {
 	uint32_t max_inline;	/* SDP_SEND_INLINE allowed up to this many bytes */
@@ -168,6 +175,7 @@ enum sdp_cm_event_type {
 struct sdp_cm_event {
 	enum sdp_cm_event_type type;
 	int err;			/* negative errno for REJECTED/UNREACHABLE */
+	uint32_t flags;			/* ESTABLISHED: the peer's SDP_CM_F_* */
 	uint32_t priv_len;
 	uint8_t priv[SDP_CM_PRIV_MAX];	/* private data carried by the CM message */
 };

@@ -195,7 +195,7 @@ static struct sdp_listener *listener_new(int *port)
 static struct sdp_qp *serve_one(struct sdp_listener *l, int nrecv,
 				const char *ack, char *hello)
 {
-	struct sdp_qp_attr attr = { 64, 16, REGION };
+	struct sdp_qp_attr attr = { 64, 16, REGION, 0 };
 	uint8_t priv[SDP_CM_PRIV_MAX];
 	struct sdp_conn_req *req;
 	struct sdp_qp *s = NULL;
