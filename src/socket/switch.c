@@ -263,7 +263,8 @@ void sdp_switch_forget_tcp(int fd)
  * socket with a shadow.  The descriptor number, its close-on-exec flag and
  * its O_NONBLOCK are kept; the SDP side is released.
  */
-static int become_tcp(struct sdp_sock *s, int fd, const char *why)
+static int become_tcp(struct sdp_sock *s, int fd, const char *why,
+		      const struct sockaddr *remote)
 {
 	int cloexec = sdp_real.fcntl(fd, F_GETFD);
 	struct sdp_sock *taken;
@@ -275,7 +276,7 @@ static int become_tcp(struct sdp_sock *s, int fd, const char *why)
 	sdp_real.close(s->shadow);
 	s->shadow = -1;
 	sdp_log(SDP_LOG_INFO, "fd %d: over TCP: %s", fd, why);
-	sdp_switch_record_tcp(fd, why, NULL);
+	sdp_switch_record_tcp(fd, why, remote);
 	/* The descriptor no longer names the SDP socket. */
 	taken = sdp_fd_take(fd);
 	if (s->bound) {
@@ -352,7 +353,7 @@ int sdp_switch_bind(struct sdp_sock *s, int fd, const struct sockaddr *sa,
 
 		snprintf(why, sizeof(why), "SDP port unavailable (%s)",
 			 strerror(-r));
-		r = become_tcp(s, fd, why);
+		r = become_tcp(s, fd, why, NULL);
 	}
 out:
 	pthread_mutex_unlock(&s->lock);
@@ -412,7 +413,7 @@ int sdp_switch_listen(struct sdp_sock *s, int fd, int backlog)
 			     (struct sockaddr *)&ss, &rule);
 	log_decision("listen", v, rule);
 	if (v == SDP_POLICY_TCP && s->shadow >= 0) {
-		r = become_tcp(s, fd, "policy: tcp for this address");
+		r = become_tcp(s, fd, "policy: tcp for this address", NULL);
 		if (r == 0)
 			goto tcp_listen;
 		goto out;
@@ -488,7 +489,7 @@ int sdp_switch_connect(struct sdp_sock *s, int fd, const struct sockaddr *sa,
 		if (sdp_shortlived_prefer_tcp(sa, len, sdp_now_ns(), why,
 					      sizeof(why))) {
 			pthread_mutex_lock(&s->lock);
-			r = become_tcp(s, fd, why);
+			r = become_tcp(s, fd, why, sa);
 			pthread_mutex_unlock(&s->lock);
 			if (r < 0)
 				return r;
@@ -503,7 +504,7 @@ int sdp_switch_connect(struct sdp_sock *s, int fd, const struct sockaddr *sa,
 	if (v != SDP_POLICY_TCP || s->shadow < 0)
 		return 1;
 	pthread_mutex_lock(&s->lock);
-	r = become_tcp(s, fd, "policy: tcp for this destination");
+	r = become_tcp(s, fd, "policy: tcp for this destination", sa);
 	pthread_mutex_unlock(&s->lock);
 	if (r < 0)
 		return r;
@@ -525,7 +526,7 @@ int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
 		 "no SDP listener at the peer (%s)" :
 		 "no resources for SDP here (%s)", strerror(-sdp_err));
 	pthread_mutex_lock(&s->lock);
-	r = become_tcp(s, fd, why);
+	r = become_tcp(s, fd, why, sa);
 	pthread_mutex_unlock(&s->lock);
 	if (r < 0)
 		return r;
