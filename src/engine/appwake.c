@@ -27,13 +27,15 @@ __thread uint64_t sdp_appwake_sleep_id;
 
 /* Messages a connection receives on the doorbell path (through the
  * progress thread) before the peer gets our readiness descriptor.  The
- * hand-over is a one-off cost that a connection per request never earns
- * back: a socket sent with SCM_RIGHTS makes the kernel schedule its unix
- * garbage collector at every unix socket close on the host, and nginx
- * under wrk "Connection: close" ran 35% slower with it
- * (docs/BENCHMARKS.md, session 13).  A long-lived connection pays a few
- * extra hops once. */
-#define SDP_APPWAKE_SHARE_AFTER 8
+ * hand-over is a one-off cost that a connection per request does not earn
+ * back: a socket sent with SCM_RIGHTS has the kernel schedule its unix
+ * garbage collector at unix socket closes on the host.  Waiting for the
+ * first message skips it for connections that never receive one.  8 did
+ * better on sdpperf's crr (0.32x -> 0.38x of TCP) but cost nginx with
+ * keep-alive 6-8%, interleaved, for a reason not found yet (8 messages of
+ * about 900 per connection cannot account for it): docs/BENCHMARKS.md,
+ * session 13. */
+#define SDP_APPWAKE_SHARE_AFTER 1
 
 int sdp_appwake_set_sleeps_locked(const struct sdp_conn *c)
 {

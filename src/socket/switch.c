@@ -467,6 +467,21 @@ static int out_of_resources(int r)
 	return r == -EMFILE || r == -ENFILE || r == -ENOMEM;
 }
 
+/* The descriptor becomes the kernel TCP socket, which connects. */
+static int connect_over_tcp(struct sdp_sock *s, int fd,
+			    const struct sockaddr *sa, socklen_t len,
+			    const char *why)
+{
+	int r;
+
+	pthread_mutex_lock(&s->lock);
+	r = become_tcp(s, fd, why, sa);
+	pthread_mutex_unlock(&s->lock);
+	if (r < 0)
+		return r;
+	return sdp_real.connect(fd, sa, len) < 0 ? -errno : 0;
+}
+
 /*
  * connect() on a switched socket.  Returns 1 when the caller should run the
  * ordinary SDP connect, 0/-errno when the switch handled it (TCP).
@@ -475,7 +490,7 @@ int sdp_switch_connect(struct sdp_sock *s, int fd, const struct sockaddr *sa,
 		       socklen_t len)
 {
 	enum sdp_policy_verdict v;
-	int rule, r;
+	int rule;
 
 	if (!sa || len < sizeof(sa_family_t))
 		return 1;
@@ -487,14 +502,8 @@ int sdp_switch_connect(struct sdp_sock *s, int fd, const struct sockaddr *sa,
 		char why[128];
 
 		if (sdp_shortlived_prefer_tcp(sa, len, sdp_now_ns(), why,
-					      sizeof(why))) {
-			pthread_mutex_lock(&s->lock);
-			r = become_tcp(s, fd, why, sa);
-			pthread_mutex_unlock(&s->lock);
-			if (r < 0)
-				return r;
-			return sdp_real.connect(fd, sa, len) < 0 ? -errno : 0;
-		}
+					      sizeof(why)))
+			return connect_over_tcp(s, fd, sa, len, why);
 		if (len <= sizeof(s->sl_dst)) {
 			memcpy(&s->sl_dst, sa, len);
 			s->sl_dst_len = len;
@@ -503,12 +512,8 @@ int sdp_switch_connect(struct sdp_sock *s, int fd, const struct sockaddr *sa,
 	}
 	if (v != SDP_POLICY_TCP || s->shadow < 0)
 		return 1;
-	pthread_mutex_lock(&s->lock);
-	r = become_tcp(s, fd, "policy: tcp for this destination", sa);
-	pthread_mutex_unlock(&s->lock);
-	if (r < 0)
-		return r;
-	return sdp_real.connect(fd, sa, len) < 0 ? -errno : 0;
+	return connect_over_tcp(s, fd, sa, len,
+				"policy: tcp for this destination");
 }
 
 /* Called by socket.c when the SDP connect of a "both" socket failed. */
@@ -517,7 +522,6 @@ int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
 				int sdp_err)
 {
 	char why[96];
-	int r;
 
 	if (!s->switched || s->shadow < 0 ||
 	    !(refused(sdp_err) || out_of_resources(sdp_err)))
@@ -525,12 +529,7 @@ int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
 	snprintf(why, sizeof(why), refused(sdp_err) ?
 		 "no SDP listener at the peer (%s)" :
 		 "no resources for SDP here (%s)", strerror(-sdp_err));
-	pthread_mutex_lock(&s->lock);
-	r = become_tcp(s, fd, why, sa);
-	pthread_mutex_unlock(&s->lock);
-	if (r < 0)
-		return r;
-	return sdp_real.connect(fd, sa, len) < 0 ? -errno : 0;
+	return connect_over_tcp(s, fd, sa, len, why);
 }
 
 void sdp_switch_conn_closing(struct sdp_sock *s)
