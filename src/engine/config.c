@@ -5,7 +5,7 @@
  * must never silently change behaviour nor stop the program.
  */
 #include "engine/config.h"
-#include "policy/shortlived.h"
+#include "policy/shortlived.h"	/* defaults */
 
 #include <errno.h>
 #include <pthread.h>
@@ -86,7 +86,6 @@ static void config_load(void)
 	env_u32("SDP_APPWAKE", &sdp_cfg.appwake, 0, 1);
 	env_u32("SDP_SHORT_CONN", &sdp_cfg.short_conn, 0, 1000000);
 	env_u32("SDP_SHORT_CONN_MS", &sdp_cfg.short_conn_ms, 1, 3600000);
-	sdp_shortlived_configure(sdp_cfg.short_conn, sdp_cfg.short_conn_ms);
 	env_u32("SDP_NOFILE", &sdp_cfg.nofile, 0, 1u << 30);
 	env_u32("SDP_LOG", &lvl, 0, 3);
 	sdp_cfg.log_level = (int)lvl;

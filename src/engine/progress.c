@@ -566,13 +566,13 @@ void sdp_progress_foreach(void (*cb)(struct sdp_conn *c, void *arg), void *arg)
  * with wrk exiting while nginx shared its readiness descriptor). */
 static bool drop_app_end(int app_fd)
 {
-	int inert = open("/dev/null", O_RDONLY | O_CLOEXEC), r;
+	static int inert = -1;	/* one for every connection; the process
+				 * is going */
 
 	if (inert < 0)
-		return false;
-	r = sdp_real.dup3(inert, app_fd, O_CLOEXEC);
-	sdp_real.close(inert);
-	return r >= 0;
+		inert = sdp_fd_high(open("/dev/null", O_RDONLY | O_CLOEXEC));
+	return inert >= 0 &&
+	       sdp_real.dup3(inert, app_fd, O_CLOEXEC) >= 0;
 }
 
 /* Exiting while a fork() child still holds the descriptor (daemonizing):

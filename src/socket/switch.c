@@ -48,6 +48,7 @@ static void switch_init(void)
 	const char *e = getenv("SDP_SWITCH");
 
 	sdp_config_init();
+	sdp_shortlived_configure(sdp_cfg.short_conn, sdp_cfg.short_conn_ms);
 	sdp_fdlimit_raise();
 	sdp_policy_program_name(SW.program, sizeof(SW.program));
 	SW.enabled = !(e && (!strcmp(e, "0") || !strcmp(e, "off")));
