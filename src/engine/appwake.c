@@ -25,18 +25,6 @@ static const struct sdp_transport_ops *appwake_ops(const struct sdp_conn *c)
 
 __thread uint64_t sdp_appwake_sleep_id;
 
-/* Messages a connection receives on the doorbell path (through the
- * progress thread) before the peer gets our readiness descriptor.  The
- * hand-over is a one-off cost that a connection per request does not earn
- * back: a socket sent with SCM_RIGHTS has the kernel schedule its unix
- * garbage collector at unix socket closes on the host.  Waiting for the
- * first message skips it for connections that never receive one.  8 did
- * better on sdpperf's crr (0.32x -> 0.38x of TCP) but cost nginx with
- * keep-alive 6-8%, interleaved, for a reason not found yet (8 messages of
- * about 900 per connection cannot account for it): docs/BENCHMARKS.md,
- * session 13. */
-#define SDP_APPWAKE_SHARE_AFTER 1
-
 int sdp_appwake_set_sleeps_locked(const struct sdp_conn *c)
 {
 	return c->ep_sleepers ||
@@ -109,11 +97,7 @@ int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask)
 	    c->txq_len || (c->wr_shut && !c->disconn_sent))
 		return 0;
 	if (!c->app_fd_shared) {
-		int r;
-
-		if (c->stats.msgs_rcvd < SDP_APPWAKE_SHARE_AFTER)
-			return 0;
-		r = tp->share_app_fd(c->qp, c->ready->lib_fd);
+		int r = tp->share_app_fd(c->qp, c->ready->lib_fd);
 
 		if (r == -ENOTCONN || r == -EAGAIN)
 			return 0;	/* not yet: try on the next update */
