@@ -236,9 +236,11 @@ itest "itest/zcopy-vec-write-$MED" 120 sdp_zcopy --family "$FAM4" --bytes "$MED"
 # back (sdp_switch_fallback_connect ignores the connect verdict).
 itest "itest/fallback" 120 sdp_fallback
 # Runs of short-lived connections to a listener that takes TCP too go over
-# TCP for a while (policy/shortlived.h); to an SDP-only listener, never.
+# TCP for a while (policy/destmemo.h); to an SDP-only listener, never.  To a
+# plain TCP listener, only the first connect asks SDP.
 itest "itest/shortlived-both" 60 sdp_shortlived --listen both
 itest "itest/shortlived-sdp" 60 sdp_shortlived --listen sdp
+itest "itest/refused-remembered" 60 sdp_shortlived --listen tcp
 show_known() { # NAME: repeat a test's "# TODO known failure" lines
 	local plog="$LOGDIR/$(printf '%s' "$1" | tr '/ ' '__').log"
 	if [ -f "$plog" ] && grep -q '# TODO known failure' "$plog"; then

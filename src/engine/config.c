@@ -5,7 +5,7 @@
  * must never silently change behaviour nor stop the program.
  */
 #include "engine/config.h"
-#include "policy/shortlived.h"	/* defaults */
+#include "policy/destmemo.h"	/* defaults */
 
 #include <errno.h>
 #include <pthread.h>
@@ -33,6 +33,7 @@ struct sdp_config sdp_cfg = {
 	.appwake = 1,
 	.short_conn = SDP_SHORT_RUN,
 	.short_conn_ms = SDP_SHORT_LIFE_MS,
+	.refused_hold_ms = SDP_REFUSED_HOLD_MS,
 	.transport = "shm",
 	.log_level = 0,
 	.nofile = 65536,
@@ -86,6 +87,7 @@ static void config_load(void)
 	env_u32("SDP_APPWAKE", &sdp_cfg.appwake, 0, 1);
 	env_u32("SDP_SHORT_CONN", &sdp_cfg.short_conn, 0, 1000000);
 	env_u32("SDP_SHORT_CONN_MS", &sdp_cfg.short_conn_ms, 1, 3600000);
+	env_u32("SDP_REFUSED_HOLD_MS", &sdp_cfg.refused_hold_ms, 0, 3600000);
 	env_u32("SDP_NOFILE", &sdp_cfg.nofile, 0, 1u << 30);
 	env_u32("SDP_LOG", &lvl, 0, 3);
 	sdp_cfg.log_level = (int)lvl;

@@ -36,8 +36,12 @@ struct sdp_config {
 	uint32_t short_conn;	/* SDP_SHORT_CONN: this many short-lived
 				 * connections in a row to a destination that
 				 * takes TCP too send the next ones over TCP
-				 * for a while (policy/shortlived.h); 0 off */
+				 * for a while (policy/destmemo.h); 0 off */
 	uint32_t short_conn_ms;	/* SDP_SHORT_CONN_MS: "short-lived" */
+	uint32_t refused_hold_ms; /* SDP_REFUSED_HOLD_MS: a destination
+				 * with no SDP listener but a TCP one gets
+				 * TCP connects this long (policy/destmemo.h);
+				 * 0 off */
 	const char *transport;	/* SDP_TRANSPORT: "shm" (default) or "loop" */
 	int log_level;		/* SDP_LOG: 0 silent .. 3 debug */
 	uint32_t nofile;	/* SDP_NOFILE: raise RLIMIT_NOFILE's soft limit

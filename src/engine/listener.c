@@ -190,7 +190,7 @@ static int passive_open(struct sdp_listen *l, struct sdp_conn_req *req,
 		return r;
 	}
 	/* A client may send its next connections over TCP if this port
-	 * takes them (policy/shortlived.h). */
+	 * takes them (policy/destmemo.h). */
 	r = sdp_conn_accept_req(req, &hello,
 				l->tcp_fd >= 0 ? SDP_CM_F_TCP_TOO : 0, &c);
 	if (r < 0) {

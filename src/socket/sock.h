@@ -62,7 +62,7 @@ struct sdp_sock {
 	int tcp_family;		/* AF_INET or AF_INET6, as the app asked */
 	int sock_type;		/* type flags given to socket() */
 	int may_fallback;	/* connect verdict "both": TCP if refused */
-	/* Its close is reported to policy/shortlived.h ("both" connects). */
+	/* Its close is reported to policy/destmemo.h ("both" connects). */
 	struct sockaddr_storage sl_dst;	/* as given to connect() */
 	socklen_t sl_dst_len;		/* 0: not reported */
 	uint64_t sl_t0_ns;		/* connect() called */
@@ -94,7 +94,7 @@ void sdp_switch_mirror_sockopt(struct sdp_sock *s, int level, int name,
 void sdp_switch_mirror_nonblock(struct sdp_sock *s, int on);
 void sdp_switch_release(struct sdp_sock *s);
 /* The last descriptor of a connected socket is closing (s->lock held):
- * tell policy/shortlived.h how long it lived and what it moved. */
+ * tell policy/destmemo.h how long it lived and what it moved. */
 void sdp_switch_conn_closing(struct sdp_sock *s);
 /* At fork, for a transport that cannot share: the listener becomes the
  * plain kernel TCP listener ("both" only; `child` in the fork child). */

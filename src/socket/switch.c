@@ -31,8 +31,8 @@
 #include "engine/progress.h"
 #include "engine/real.h"
 #include "engine/stats_shm.h"
+#include "policy/destmemo.h"
 #include "policy/policy.h"
-#include "policy/shortlived.h"
 #include "sdp/sdp.h"
 #include "socket/sock.h"
 
@@ -48,7 +48,8 @@ static void switch_init(void)
 	const char *e = getenv("SDP_SWITCH");
 
 	sdp_config_init();
-	sdp_shortlived_configure(sdp_cfg.short_conn, sdp_cfg.short_conn_ms);
+	sdp_destmemo_configure(sdp_cfg.short_conn, sdp_cfg.short_conn_ms,
+			       sdp_cfg.refused_hold_ms);
 	sdp_fdlimit_raise();
 	sdp_policy_program_name(SW.program, sizeof(SW.program));
 	SW.enabled = !(e && (!strcmp(e, "0") || !strcmp(e, "off")));
@@ -499,13 +500,19 @@ int sdp_switch_connect(struct sdp_sock *s, int fd, const struct sockaddr *sa,
 	log_decision("connect", v, rule);
 	/* "sdp" for this destination: no silent fallback to TCP. */
 	s->may_fallback = v == SDP_POLICY_BOTH;
-	if (v == SDP_POLICY_BOTH && s->shadow >= 0 && sdp_cfg.short_conn) {
+	if (v == SDP_POLICY_BOTH && s->shadow >= 0 &&
+	    (sdp_cfg.short_conn || sdp_cfg.refused_hold_ms)) {
 		char why[128];
+		int r;
 
-		if (sdp_shortlived_prefer_tcp(sa, len, sdp_now_ns(), why,
-					      sizeof(why)))
-			return connect_over_tcp(s, fd, sa, len, why);
-		if (len <= sizeof(s->sl_dst)) {
+		if (sdp_destmemo_prefer_tcp(sa, len, sdp_now_ns(), why,
+					    sizeof(why))) {
+			r = connect_over_tcp(s, fd, sa, len, why);
+			if (r == -ECONNREFUSED)	/* SDP only now? */
+				sdp_destmemo_tcp_refused(sa, len);
+			return r;
+		}
+		if (sdp_cfg.short_conn && len <= sizeof(s->sl_dst)) {
 			memcpy(&s->sl_dst, sa, len);
 			s->sl_dst_len = len;
 			s->sl_t0_ns = sdp_now_ns();
@@ -517,12 +524,24 @@ int sdp_switch_connect(struct sdp_sock *s, int fd, const struct sockaddr *sa,
 				"policy: tcp for this destination");
 }
 
+static bool connected(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int saved = errno;
+	bool ok = sdp_real.getpeername(fd, (struct sockaddr *)&ss, &sl) == 0;
+
+	errno = saved;
+	return ok;
+}
+
 /* Called by socket.c when the SDP connect of a "both" socket failed. */
 int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
 				const struct sockaddr *sa, socklen_t len,
 				int sdp_err)
 {
 	char why[96];
+	int r;
 
 	if (!s->switched || s->shadow < 0 ||
 	    !(refused(sdp_err) || out_of_resources(sdp_err)))
@@ -530,7 +549,16 @@ int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
 	snprintf(why, sizeof(why), refused(sdp_err) ?
 		 "no SDP listener at the peer (%s)" :
 		 "no resources for SDP here (%s)", strerror(-sdp_err));
-	return connect_over_tcp(s, fd, sa, len, why);
+	r = connect_over_tcp(s, fd, sa, len, why);
+	/* A TCP listener answered: remember that SDP is not there.  On
+	 * loopback a non-blocking connect has its answer before it returns
+	 * EINPROGRESS; elsewhere nothing is learnt (getpeername says
+	 * ENOTCONN), and a connect refused over TCP teaches nothing either
+	 * (a server that is still starting). */
+	if (refused(sdp_err) && sdp_cfg.refused_hold_ms &&
+	    (r == 0 || (r == -EINPROGRESS && connected(fd))))
+		sdp_destmemo_refused(sa, len, sdp_now_ns());
+	return r;
 }
 
 void sdp_switch_conn_closing(struct sdp_sock *s)
@@ -550,7 +578,7 @@ void sdp_switch_conn_closing(struct sdp_sock *s)
 	if (!done)
 		return;		/* never connected: nothing learnt */
 	now = sdp_now_ns();
-	if (sdp_shortlived_closed((struct sockaddr *)&s->sl_dst,
+	if (sdp_destmemo_closed((struct sockaddr *)&s->sl_dst,
 				  sizeof(s->sl_dst), now - s->sl_t0_ns, bytes,
 				  tcp_too, now))
 		sdp_log(SDP_LOG_INFO, "connections to this destination are "

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sdp_shortlived — the adaptive fallback for short-lived connections
- * (policy/shortlived.h), end to end through the socket switch, with plain
+ * sdp_shortlived — what the switch remembers about destinations
+ * (policy/destmemo.h), end to end through the socket switch, with plain
  * AF_INET TCP sockets in one preloaded process:
  *
  *   --listen both (the built-in policy): a listener that takes SDP and TCP.
@@ -9,14 +9,18 @@
  *       one is kernel TCP at both ends, at once, with no SDP attempt.
  *   --listen sdp (`use sdp server`): the listener takes no TCP, so every
  *       connection stays SDP however short (a TCP connect would be refused).
+ *   --listen tcp (`use tcp server`): a plain TCP listener.  The first
+ *       connect tries SDP, is refused and falls back; the others go over
+ *       TCP at once, with no SDP attempt (the reasons logged say which).
  *
  * Every connection carries a random request whose checksum the server
- * returns; each is compared.  SDP_SHORT_CONN_MS is set to 60 s so that
- * "short" does not depend on the machine's speed.  The test re-executes
+ * returns; each is compared.  SDP_SHORT_CONN_MS and SDP_REFUSED_HOLD_MS
+ * are set to 60 s so that "short" and the hold do not depend on the
+ * machine's speed.  The test re-executes
  * itself once to set the environment and the policy file before the
  * library reads them.
  *
- *   sdp_shortlived --listen both|sdp [--conns N]
+ *   sdp_shortlived --listen both|sdp|tcp [--conns N]
  *
  * Output is TAP-like; exit 0 when all pass, 77 when not preloaded.
  */
@@ -135,10 +139,42 @@ static int run(const char *listen_mode, int nconns)
 		      "connection %d, after a run of %d short ones to a listener that takes "
 		      "TCP too, is kernel TCP at both ends (client %c, server %c)",
 		      run_len + 1, run_len, ctr[run_len], s.tr[run_len]);
-	} else {
+	} else if (!strcmp(listen_mode, "sdp")) {
 		check(!strchr(ctr, 'T') && !strchr(s.tr, 'T'),
 		      "a listener that takes no TCP: all %d connections stay SDP", nconns);
+	} else {
+		check(!strchr(ctr, 'S') && !strchr(s.tr, 'S') && !strchr(ctr, '?'),
+		      "a plain TCP listener: all %d connections are kernel TCP", nconns);
 	}
+	return nfail ? 1 : 0;
+}
+
+/* For --listen tcp, checks the library's log: the first connect fell back
+ * after a refusal, the others went over TCP without asking SDP.  The log
+ * is shown on stderr when a check fails. */
+static int check_log(const char *path, const char *mode, int nconns)
+{
+	FILE *f = fopen(path, "r");
+	int refused = 0, remembered = 0, before = nfail;
+	char line[512];
+
+	if (!f)
+		DIE_ERRNO("reading the log");
+	while (fgets(line, sizeof line, f)) {
+		refused += strstr(line, "over TCP: no SDP listener at the peer (Connection refused)") != NULL;
+		remembered += strstr(line, "over TCP: no SDP listener at the peer (a TCP one answered") != NULL;
+	}
+	if (!strcmp(mode, "tcp")) {
+		check(refused == 1, "one connect asked SDP and fell back after the refusal (%d)",
+		      refused);
+		check(remembered == nconns - 1,
+		      "the other %d went over TCP at once: no SDP listener there, a TCP one "
+		      "answered (%d)", nconns - 1, remembered);
+	}
+	rewind(f);
+	while (nfail > before && fgets(line, sizeof line, f))
+		fprintf(stderr, "# log: %s", line);
+	fclose(f);
 	return nfail ? 1 : 0;
 }
 
@@ -157,9 +193,10 @@ int main(int argc, char **argv)
 		else
 			mode = NULL, i = argc;
 	}
-	if (!mode || (strcmp(mode, "both") && strcmp(mode, "sdp")) || nconns < 1 ||
+	if (!mode || (strcmp(mode, "both") && strcmp(mode, "sdp") && strcmp(mode, "tcp")) ||
+	    nconns < 1 ||
 	    nconns > MAX_CONNS) {
-		fprintf(stderr, "usage: sdp_shortlived --listen both|sdp [--conns 1..%d]\n",
+		fprintf(stderr, "usage: sdp_shortlived --listen both|sdp|tcp [--conns 1..%d]\n",
 			MAX_CONNS);
 		return 2;
 	}
@@ -181,14 +218,28 @@ int main(int argc, char **argv)
 			DIE_ERRNO("writing the policy file");
 		setenv("LIBSDP_CONFIG_FILE", path, 1);
 		setenv("SDP_SHORT_CONN_MS", "60000", 1);
+		setenv("SDP_REFUSED_HOLD_MS", "60000", 1);
+		setenv("SDP_LOG", "2", 1);	/* the reasons, for --listen tcp */
 		unsetenv("SDP_SHORT_CONN");
 		setenv("SDP_SHORTLIVED_CHILD", dir, 1);
 		execv("/proc/self/exe", argv);
 		DIE_ERRNO("execv");
 	}
-	int r = run(mode, nconns);
 	const char *dir = getenv("SDP_SHORTLIVED_CHILD");
-	char path[64];
+	char path[64], log[64];
+	int saved_err = dup(2), lfd;
+
+	/* The library's log lines (SDP_LOG=2) go to a file, read back below. */
+	snprintf(log, sizeof log, "%s/stderr", dir);
+	lfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (saved_err < 0 || lfd < 0 || dup2(lfd, 2) < 0)
+		DIE_ERRNO("redirecting stderr");
+	close(lfd);
+	int r = run(mode, nconns);
+	dup2(saved_err, 2);
+	close(saved_err);
+	r |= check_log(log, mode, nconns);
+	unlink(log);
 	snprintf(path, sizeof path, "%s/libsdp.conf", dir);
 	unlink(path);
 	rmdir(dir);

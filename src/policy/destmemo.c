@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * shortlived.c — see shortlived.h.
+ * destmemo.c — see destmemo.h.
  *
  * A small table of destinations, least recently used out: a program talks
  * to few peers, and a destination that falls out only starts its run
- * again (its next connections go over SDP until a run is seen anew).
+ * again (its next connections go over SDP until a run or a refusal is
+ * seen anew).
  */
-#include "policy/shortlived.h"
+#include "policy/destmemo.h"
 
 #include <netinet/in.h>
 #include <pthread.h>
@@ -28,7 +29,8 @@ struct sl_entry {
 	bool used;
 	bool takes_tcp;		/* its listener's last word */
 	uint32_t run;		/* consecutive short connections */
-	uint64_t tcp_until_ns;	/* new connections over TCP until then */
+	uint64_t tcp_until_ns;	/* short-lived: over TCP until then */
+	uint64_t no_sdp_until_ns; /* no SDP listener: over TCP until then */
 	uint64_t last_ns;	/* least recently used goes */
 };
 
@@ -37,19 +39,23 @@ static struct {
 	pthread_once_t once;
 	uint32_t run;		/* 0: off */
 	uint64_t life_ns;
+	uint64_t refused_ns;	/* 0: off */
 	struct sl_entry e[SL_ENTRIES];
 } SL = {
 	.lock = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT,
 	.run = SDP_SHORT_RUN, .life_ns = SDP_SHORT_LIFE_MS * 1000000ull,
+	.refused_ns = SDP_REFUSED_HOLD_MS * 1000000ull,
 };
 
 #define HOLD_NS (SDP_SHORT_HOLD_MS * 1000000ull)
 
-void sdp_shortlived_configure(uint32_t run, uint32_t life_ms)
+void sdp_destmemo_configure(uint32_t run, uint32_t life_ms,
+			    uint32_t refused_ms)
 {
 	pthread_mutex_lock(&SL.lock);
 	SL.run = run;
 	SL.life_ns = life_ms * 1000000ull;
+	SL.refused_ns = refused_ms * 1000000ull;
 	pthread_mutex_unlock(&SL.lock);
 }
 
@@ -132,7 +138,7 @@ static struct sl_entry *sl_insert(const struct sl_key *k)
 	return victim;
 }
 
-bool sdp_shortlived_closed(const struct sockaddr *dst, socklen_t len,
+bool sdp_destmemo_closed(const struct sockaddr *dst, socklen_t len,
 			   uint64_t life_ns, uint64_t bytes,
 			   bool peer_takes_tcp, uint64_t now_ns)
 {
@@ -171,36 +177,80 @@ bool sdp_shortlived_closed(const struct sockaddr *dst, socklen_t len,
 	return hold;
 }
 
-bool sdp_shortlived_prefer_tcp(const struct sockaddr *dst, socklen_t len,
-			       uint64_t now_ns, char *why, size_t why_len)
+void sdp_destmemo_refused(const struct sockaddr *dst, socklen_t len,
+			  uint64_t now_ns)
 {
 	struct sl_entry *e;
 	struct sl_key k;
-	bool tcp = false;
+
+	if (!sl_key_of(dst, len, &k))
+		return;
+	pthread_once(&SL.once, sl_init);
+	pthread_mutex_lock(&SL.lock);
+	if (SL.refused_ns) {
+		e = sl_find(&k);
+		if (!e)
+			e = sl_insert(&k);
+		e->last_ns = now_ns;
+		e->no_sdp_until_ns = now_ns + SL.refused_ns;
+	}
+	pthread_mutex_unlock(&SL.lock);
+}
+
+void sdp_destmemo_tcp_refused(const struct sockaddr *dst, socklen_t len)
+{
+	struct sl_entry *e;
+	struct sl_key k;
+
+	if (!sl_key_of(dst, len, &k))
+		return;
+	pthread_once(&SL.once, sl_init);
+	pthread_mutex_lock(&SL.lock);
+	e = sl_find(&k);
+	if (e)
+		e->no_sdp_until_ns = 0;
+	pthread_mutex_unlock(&SL.lock);
+}
+
+bool sdp_destmemo_prefer_tcp(const struct sockaddr *dst, socklen_t len,
+			     uint64_t now_ns, char *why, size_t why_len)
+{
+	enum { SDP_OK, SHORT_LIVED, NO_LISTENER } rule = SDP_OK;
+	struct sl_entry *e;
+	struct sl_key k;
 	uint32_t run = 0;
-	uint64_t life_ms = 0;
+	uint64_t life_ms = 0, hold_ms = 0;
 
 	if (!sl_key_of(dst, len, &k))
 		return false;
 	pthread_once(&SL.once, sl_init);
 	pthread_mutex_lock(&SL.lock);
 	e = sl_find(&k);
-	if (e && SL.run && e->takes_tcp && now_ns < e->tcp_until_ns) {
-		tcp = true;
+	if (e && SL.refused_ns && now_ns < e->no_sdp_until_ns) {
+		rule = NO_LISTENER;
+		hold_ms = SL.refused_ns / 1000000;
+	} else if (e && SL.run && e->takes_tcp && now_ns < e->tcp_until_ns) {
+		rule = SHORT_LIVED;
 		run = e->run;
 		life_ms = SL.life_ns / 1000000;
-		e->last_ns = now_ns;
 	}
+	if (rule != SDP_OK)
+		e->last_ns = now_ns;
 	pthread_mutex_unlock(&SL.lock);
-	if (tcp && why && why_len)
+	if (rule == SHORT_LIVED && why && why_len)
 		snprintf(why, why_len,
 			 "short-lived: the last %u SDP connections here lived "
 			 "< %llu ms and moved < %u KiB", run,
 			 (unsigned long long)life_ms, SDP_SHORT_BYTES / 1024);
-	return tcp;
+	else if (rule == NO_LISTENER && why && why_len)
+		snprintf(why, why_len,
+			 "no SDP listener at the peer (a TCP one answered "
+			 "within the last %llu ms)",
+			 (unsigned long long)hold_ms);
+	return rule != SDP_OK;
 }
 
-void sdp_shortlived_reset(void)
+void sdp_destmemo_reset(void)
 {
 	pthread_mutex_lock(&SL.lock);
 	memset(SL.e, 0, sizeof(SL.e));
