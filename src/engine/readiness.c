@@ -22,7 +22,7 @@
 
 int sdp_ready_init(struct sdp_ready *r, int sock_flags)
 {
-	int fds[2], small = 1;	/* the kernel rounds up to its minimum */
+	int fds[2];
 	int type = SOCK_STREAM | SOCK_CLOEXEC;
 
 	memset(r, 0, sizeof(*r));
@@ -35,16 +35,22 @@ int sdp_ready_init(struct sdp_ready *r, int sock_flags)
 	if (sock_flags & SOCK_NONBLOCK)
 		sdp_real.fcntl(r->app_fd, F_SETFL, O_NONBLOCK | O_RDWR);
 	sdp_real.fcntl(r->lib_fd, F_SETFL, O_NONBLOCK | O_RDWR);
-	sdp_real.setsockopt(r->app_fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
 	return 0;
 }
 
 static void fill_app_sendq(struct sdp_ready *r)
 {
 	static const char junk[4096];
+	int i, small = 1;	/* the kernel rounds up to its minimum */
 	ssize_t n;
-	int i;
 
+	/* Shrunk at the first need, not in init: a socket that the switch
+	 * turns into TCP at connect() never needs it. */
+	if (!r->sndbuf_small) {
+		sdp_real.setsockopt(r->app_fd, SOL_SOCKET, SO_SNDBUF, &small,
+				    sizeof(small));
+		r->sndbuf_small = 1;
+	}
 	for (i = 0; i < 64; i++) {
 		n = sdp_real.send(r->app_fd, junk, sizeof(junk),
 				  MSG_DONTWAIT | MSG_NOSIGNAL);

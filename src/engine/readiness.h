@@ -31,6 +31,7 @@ struct sdp_ready {
 	unsigned urgent:1;	/* MSG_OOB byte queued */
 	unsigned eof:1;		/* SHUT_WR done on lib_fd */
 	unsigned reset:1;	/* lib_fd closed with unread data */
+	unsigned sndbuf_small:1; /* app_fd's send buffer shrunk */
 	unsigned tokens;	/* readable bytes queued or in flight to
 				 * app_fd: ours, and the peer's (appwake) */
 };

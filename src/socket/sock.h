@@ -59,6 +59,7 @@ struct sdp_sock {
 	 * falling back (policy "both"); -1 when the policy said "sdp". */
 	int switched;		/* created from AF_INET/AF_INET6 */
 	int shadow;		/* kernel TCP socket, or -1 */
+	atomic_int shadow_nonblock; /* its O_NONBLOCK as we last set it */
 	int tcp_family;		/* AF_INET or AF_INET6, as the app asked */
 	int sock_type;		/* type flags given to socket() */
 	int may_fallback;	/* connect verdict "both": TCP if refused */

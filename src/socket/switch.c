@@ -198,16 +198,17 @@ void sdp_switch_mirror_sockopt(struct sdp_sock *s, int level, int name,
 	errno = saved;
 }
 
+/* Only we set the shadow's status flags (it is created O_RDWR), so its
+ * O_NONBLOCK is known: no F_GETFL, and no call when it already agrees. */
 void sdp_switch_mirror_nonblock(struct sdp_sock *s, int on)
 {
-	int fl;
-
-	if (!s->switched || s->shadow < 0)
+	on = !!on;
+	if (!s->switched || s->shadow < 0 ||
+	    atomic_load(&s->shadow_nonblock) == on)
 		return;
-	fl = sdp_real.fcntl(s->shadow, F_GETFL);
-	if (fl >= 0)
-		sdp_real.fcntl(s->shadow, F_SETFL,
-			       on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK));
+	if (sdp_real.fcntl(s->shadow, F_SETFL,
+			   O_RDWR | (on ? O_NONBLOCK : 0)) == 0)
+		atomic_store(&s->shadow_nonblock, on);
 }
 
 /*
