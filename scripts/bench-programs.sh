@@ -6,7 +6,8 @@
 # iperf3, sockperf ping-pong, redis-benchmark SET/GET, nginx + wrk (1 KiB and
 # 1 MiB files; one process, and master + 2 workers; and 1 KiB with SMC-D's
 # published load, wrk -t 8 -c 1000; and 1 KiB with a new connection per
-# request, "Connection: close": the connection setup rate).  Prints one line per
+# request, "Connection: close": the connection setup rate; and that again with
+# nginx never under sdp_run: the cost of falling back).  Prints one line per
 # run and a table: median [min-max] per side and the median ratio.
 # Installs nothing: run `make build` first (the programs come with
 # `make deps`).  Every server is started fresh for each run and side.
@@ -60,7 +61,7 @@ redis_run() { # side op -> req/s
 	kill $s 2>/dev/null; wait $s 2>/dev/null
 }
 
-nginx_run() { # side file master(on|off) [wrk threads] [connections] [close] -> req/s
+nginx_run() { # side file master(on|off) [wrk threads] [connections] [close] [plain-server] -> req/s
 	local p d; p=$(free_port); d="$T/ng-$1-$2-$3-$RANDOM"
 	mkdir -p "$d/www"
 	head -c 1024 /dev/urandom >"$d/www/1k"
@@ -72,7 +73,9 @@ http { access_log off; sendfile on; tcp_nopush on; keepalive_timeout 30;
        client_body_temp_path $d; proxy_temp_path $d; fastcgi_temp_path $d; uwsgi_temp_path $d; scgi_temp_path $d;
        server { listen 127.0.0.1:$p; root $d/www; } }
 EOF
-	$(wrap "$1") nginx -p "$d" -c "$d/nginx.conf" >/dev/null 2>&1 & local s=$!
+	# plain-server: only wrk runs under sdp_run (its SDP connects are refused)
+	local srv=$1; [ -n "${7:-}" ] && srv=plain
+	$(wrap "$srv") nginx -p "$d" -c "$d/nginx.conf" >/dev/null 2>&1 & local s=$!
 	wait_port "$p"
 	local hdr=(); [ -n "${6:-}" ] && hdr=(-H "Connection: close")
 	$(wrap "$1") wrk -t "${4:-2}" -c "${5:-10}" -d 3s "${hdr[@]}" "http://127.0.0.1:$p/$2" 2>/dev/null |
@@ -81,7 +84,7 @@ EOF
 }
 
 declare -A R
-BENCHES=(${BENCH_ONLY:-iperf3 sockperf redis-set redis-get nginx-1k nginx-1m nginx-workers-1k nginx-1k-c1000 nginx-1k-close})
+BENCHES=(${BENCH_ONLY:-iperf3 sockperf redis-set redis-get nginx-1k nginx-1m nginx-workers-1k nginx-1k-c1000 nginx-1k-close nginx-1k-close-fallback})
 one() { # bench side
 	case $1 in
 	iperf3) iperf3_run "$2" ;;
@@ -93,6 +96,7 @@ one() { # bench side
 	nginx-workers-1k) nginx_run "$2" 1k on ;;
 	nginx-1k-c1000) nginx_run "$2" 1k off 8 1000 ;;
 	nginx-1k-close) nginx_run "$2" 1k off 2 10 close ;;
+	nginx-1k-close-fallback) nginx_run "$2" 1k off 2 10 close plain-server ;;
 	esac
 }
 for r in $(seq "$REPEAT"); do
