@@ -112,6 +112,18 @@ static bool sl_key_of(const struct sockaddr *sa, socklen_t len,
 	return false;
 }
 
+/* The key of `dst`, with the table locked; false (not locked) when `dst`
+ * is not an IP address. */
+static bool sl_lock_key(const struct sockaddr *dst, socklen_t len,
+			struct sl_key *k)
+{
+	if (!sl_key_of(dst, len, k))
+		return false;
+	pthread_once(&SL.once, sl_init);
+	pthread_mutex_lock(&SL.lock);
+	return true;
+}
+
 static struct sl_entry *sl_find(const struct sl_key *k)
 {
 	for (int i = 0; i < SL_ENTRIES; i++)
@@ -146,10 +158,8 @@ bool sdp_destmemo_closed(const struct sockaddr *dst, socklen_t len,
 	struct sl_entry *e;
 	struct sl_key k;
 
-	if (!sl_key_of(dst, len, &k))
+	if (!sl_lock_key(dst, len, &k))
 		return false;
-	pthread_once(&SL.once, sl_init);
-	pthread_mutex_lock(&SL.lock);
 	if (!SL.run) {
 		pthread_mutex_unlock(&SL.lock);
 		return false;
@@ -183,10 +193,8 @@ void sdp_destmemo_refused(const struct sockaddr *dst, socklen_t len,
 	struct sl_entry *e;
 	struct sl_key k;
 
-	if (!sl_key_of(dst, len, &k))
+	if (!sl_lock_key(dst, len, &k))
 		return;
-	pthread_once(&SL.once, sl_init);
-	pthread_mutex_lock(&SL.lock);
 	if (SL.refused_ns) {
 		e = sl_find(&k);
 		if (!e)
@@ -202,10 +210,8 @@ void sdp_destmemo_tcp_refused(const struct sockaddr *dst, socklen_t len)
 	struct sl_entry *e;
 	struct sl_key k;
 
-	if (!sl_key_of(dst, len, &k))
+	if (!sl_lock_key(dst, len, &k))
 		return;
-	pthread_once(&SL.once, sl_init);
-	pthread_mutex_lock(&SL.lock);
 	e = sl_find(&k);
 	if (e)
 		e->no_sdp_until_ns = 0;
@@ -221,10 +227,8 @@ bool sdp_destmemo_prefer_tcp(const struct sockaddr *dst, socklen_t len,
 	uint32_t run = 0;
 	uint64_t life_ms = 0, hold_ms = 0;
 
-	if (!sl_key_of(dst, len, &k))
+	if (!sl_lock_key(dst, len, &k))
 		return false;
-	pthread_once(&SL.once, sl_init);
-	pthread_mutex_lock(&SL.lock);
 	e = sl_find(&k);
 	if (e && SL.refused_ns && now_ns < e->no_sdp_until_ns) {
 		rule = NO_LISTENER;
