@@ -151,8 +151,8 @@ static struct sl_entry *sl_insert(const struct sl_key *k)
 }
 
 bool sdp_destmemo_closed(const struct sockaddr *dst, socklen_t len,
-			   uint64_t life_ns, uint64_t bytes,
-			   bool peer_takes_tcp, uint64_t now_ns)
+			 uint64_t life_ns, uint64_t bytes,
+			 bool peer_takes_tcp, uint64_t now_ns)
 {
 	bool is_short, hold = false;
 	struct sl_entry *e;

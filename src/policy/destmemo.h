@@ -56,8 +56,8 @@ void sdp_destmemo_configure(uint32_t run, uint32_t life_ms,
  * listener said it takes TCP too.  Returns true if this started a hold
  * (for the caller's log). */
 bool sdp_destmemo_closed(const struct sockaddr *dst, socklen_t len,
-			   uint64_t life_ns, uint64_t bytes,
-			   bool peer_takes_tcp, uint64_t now_ns);
+			 uint64_t life_ns, uint64_t bytes,
+			 bool peer_takes_tcp, uint64_t now_ns);
 /* An SDP connect to `dst` was refused and the fallback's TCP connect
  * reached a listener there. */
 void sdp_destmemo_refused(const struct sockaddr *dst, socklen_t len,
@@ -68,7 +68,7 @@ void sdp_destmemo_tcp_refused(const struct sockaddr *dst, socklen_t len);
 /* True if a new connection to `dst` should go over TCP now; `why` then
  * says so for sdpstat and logs. */
 bool sdp_destmemo_prefer_tcp(const struct sockaddr *dst, socklen_t len,
-			       uint64_t now_ns, char *why, size_t why_len);
+			     uint64_t now_ns, char *why, size_t why_len);
 /* Forget everything (tests). */
 void sdp_destmemo_reset(void);
 

@@ -580,8 +580,8 @@ void sdp_switch_conn_closing(struct sdp_sock *s)
 		return;		/* never connected: nothing learnt */
 	now = sdp_now_ns();
 	if (sdp_destmemo_closed((struct sockaddr *)&s->sl_dst,
-				  sizeof(s->sl_dst), now - s->sl_t0_ns, bytes,
-				  tcp_too, now))
+				sizeof(s->sl_dst), now - s->sl_t0_ns, bytes,
+				tcp_too, now))
 		sdp_log(SDP_LOG_INFO, "connections to this destination are "
 			"short-lived: new ones go over TCP for %u ms "
 			"(SDP_SHORT_CONN=0 keeps them on SDP)",

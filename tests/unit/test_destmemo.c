@@ -48,8 +48,8 @@ static bool shorts(const struct sockaddr_in *a, int n, uint64_t *t,
 	for (int i = 0; i < n; i++) {
 		*t += MS;
 		hold = sdp_destmemo_closed((const struct sockaddr *)a,
-					     sizeof(*a), MS / 2, 1500,
-					     takes_tcp, *t);
+					   sizeof(*a), MS / 2, 1500,
+					   takes_tcp, *t);
 	}
 	return hold;
 }
@@ -68,9 +68,9 @@ static void test_run_starts_hold(void)
 	CHECK(strstr(why, "short-lived") != NULL);
 	/* The hold lasts SDP_SHORT_HOLD_MS, then SDP is tried again. */
 	CHECK(sdp_destmemo_prefer_tcp(SA(a), t + SDP_SHORT_HOLD_MS * MS - 1,
-					NULL, 0));
+				      NULL, 0));
 	CHECK(!sdp_destmemo_prefer_tcp(SA(a), t + SDP_SHORT_HOLD_MS * MS,
-					 NULL, 0));
+				       NULL, 0));
 }
 
 static void test_probe_after_hold(void)
