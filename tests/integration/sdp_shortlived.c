@@ -152,7 +152,7 @@ static int run(const char *listen_mode, int nconns)
 /* For --listen tcp, checks the library's log: the first connect fell back
  * after a refusal, the others went over TCP without asking SDP.  The log
  * is shown on stderr when a check fails. */
-static int check_log(const char *path, const char *mode, int nconns)
+static int check_log(const char *path, int nconns)
 {
 	FILE *f = fopen(path, "r");
 	int refused = 0, remembered = 0, before = nfail;
@@ -164,13 +164,11 @@ static int check_log(const char *path, const char *mode, int nconns)
 		refused += strstr(line, "over TCP: no SDP listener at the peer (Connection refused)") != NULL;
 		remembered += strstr(line, "over TCP: no SDP listener at the peer (a TCP one answered") != NULL;
 	}
-	if (!strcmp(mode, "tcp")) {
-		check(refused == 1, "one connect asked SDP and fell back after the refusal (%d)",
-		      refused);
-		check(remembered == nconns - 1,
-		      "the other %d went over TCP at once: no SDP listener there, a TCP one "
-		      "answered (%d)", nconns - 1, remembered);
-	}
+	check(refused == 1, "one connect asked SDP and fell back after the refusal (%d)",
+	      refused);
+	check(remembered == nconns - 1,
+	      "the other %d went over TCP at once: no SDP listener there, a TCP one "
+	      "answered (%d)", nconns - 1, remembered);
 	rewind(f);
 	while (nfail > before && fgets(line, sizeof line, f))
 		fprintf(stderr, "# log: %s", line);
@@ -194,8 +192,7 @@ int main(int argc, char **argv)
 			mode = NULL, i = argc;
 	}
 	if (!mode || (strcmp(mode, "both") && strcmp(mode, "sdp") && strcmp(mode, "tcp")) ||
-	    nconns < 1 ||
-	    nconns > MAX_CONNS) {
+	    nconns < 1 || nconns > MAX_CONNS) {
 		fprintf(stderr, "usage: sdp_shortlived --listen both|sdp|tcp [--conns 1..%d]\n",
 			MAX_CONNS);
 		return 2;
@@ -219,27 +216,37 @@ int main(int argc, char **argv)
 		setenv("LIBSDP_CONFIG_FILE", path, 1);
 		setenv("SDP_SHORT_CONN_MS", "60000", 1);
 		setenv("SDP_REFUSED_HOLD_MS", "60000", 1);
-		setenv("SDP_LOG", "2", 1);	/* the reasons, for --listen tcp */
+		if (!strcmp(mode, "tcp"))
+			setenv("SDP_LOG", "2", 1);	/* the reasons, checked */
 		unsetenv("SDP_SHORT_CONN");
 		setenv("SDP_SHORTLIVED_CHILD", dir, 1);
 		execv("/proc/self/exe", argv);
 		DIE_ERRNO("execv");
 	}
 	const char *dir = getenv("SDP_SHORTLIVED_CHILD");
+	int tcp = !strcmp(mode, "tcp"), saved_err = -1, r;
 	char path[64], log[64];
-	int saved_err = dup(2), lfd;
 
-	/* The library's log lines (SDP_LOG=2) go to a file, read back below. */
+	/* --listen tcp: the library's log lines (SDP_LOG=2) go to a file,
+	 * read back below.  A failure inside run() ends the process with
+	 * its message there: the file is then kept, and named here first. */
 	snprintf(log, sizeof log, "%s/stderr", dir);
-	lfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (saved_err < 0 || lfd < 0 || dup2(lfd, 2) < 0)
-		DIE_ERRNO("redirecting stderr");
-	close(lfd);
-	int r = run(mode, nconns);
-	dup2(saved_err, 2);
-	close(saved_err);
-	r |= check_log(log, mode, nconns);
-	unlink(log);
+	if (tcp) {
+		int lfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+		printf("# stderr goes to %s while the connections run\n", log);
+		saved_err = dup(2);
+		if (saved_err < 0 || lfd < 0 || dup2(lfd, 2) < 0)
+			DIE_ERRNO("redirecting stderr");
+		close(lfd);
+	}
+	r = run(mode, nconns);
+	if (tcp) {
+		dup2(saved_err, 2);
+		close(saved_err);
+		r |= check_log(log, nconns);
+		unlink(log);
+	}
 	snprintf(path, sizeof path, "%s/libsdp.conf", dir);
 	unlink(path);
 	rmdir(dir);
