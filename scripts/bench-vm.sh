@@ -5,10 +5,12 @@
 # Side by side, rxe-a (10.99.0.1) -> rxe-b (10.99.0.2) over the veth pair:
 #   SDP over verbs (iperf3 / sockperf under tools/sdp_run), kernel TCP over
 #   the same veth, raw verbs (perftest ib_read_bw / ib_send_bw / ib_send_lat,
-#   rdma_cm); then SDP, rsockets and TCP with one program, rdma-core's
+#   each device with its own GID); then SDP, rsockets and TCP with one program, rdma-core's
 #   rstream (native rsockets; "-T s" = ordinary sockets, under sdp_run for
 #   SDP; its sockets are non-blocking, so never ZCopy); socat with blocking writes for SDP
-#   BCopy vs ZCopy (iperf3's non-blocking sends never go ZCopy).  Not
+#   BCopy vs ZCopy (iperf3's non-blocking sends never go ZCopy), and ZCopy
+#   measured inside the program too (sdpperf in steady state: zs() in
+#   bench-vm-lib.sh; socat's rate includes process start-up).  Not
 #   iperf3/sockperf with librspreload.so: neither runs on rsockets
 #   (docs/BENCHMARKS-VM.md, "rsockets").
 # Bandwidth for 64 KiB, 256 KiB, 1 MiB messages; ping-pong latency (64 B).
@@ -17,7 +19,7 @@
 # Variables go inside the VM's command (vm-run passes no environment):
 #   scripts/vm-run -t 900 -- env BENCH_ZC_ONLY=1 bash scripts/bench-vm.sh
 # BENCH_TIME (3): seconds per iperf3/perftest run.
-# BENCH_ZC_ONLY=1: only the socat rows and ib_read_bw.
+# BENCH_ZC_ONLY=1: only the ZCopy rows (sdpperf, socat) and ib_read_bw.
 # BENCH_LAT_ONLY=1: only the ping-pong rows (SDP with and without the verbs
 # wait spin, SDP_VERBS_SPIN_US=0, in the same boot; TCP; ib_send_lat).
 # BENCH_RST_ONLY=1: only rstream, SDP against rsockets (the issue's parity
@@ -30,14 +32,15 @@ B=${1:-build} R=${2:-3}
 declare -A res
 ratio() { awk -v a="${1%% *}" -v b="${2%% *}" 'BEGIN {if (a+0 > 0 && b+0 > 0) printf "%.2f", a/b; else printf "n/a"}'; }
 if [ -n "${BENCH_ZC_ONLY:-}" ]; then
-	echo "| message | socat SDP ZCopy (Gbit/s) | socat SDP BCopy | socat kernel TCP | ib_read_bw | ZCopy/RDMA READ |"
-	echo "|---|---|---|---|---|---|"
+	echo "| message | sdpperf SDP ZCopy (Gbit/s) | socat SDP ZCopy | socat SDP BCopy | socat kernel TCP | ib_read_bw | ZCopy/RDMA READ (sdpperf) | (socat) |"
+	echo "|---|---|---|---|---|---|---|---|"
 	for size in 65536 262144 1048576; do
 		res[read,$size]=$(for i in $(seq $R); do pt ib_read_bw $size; done | med)
+		res[zs,$size]=$(for i in $(seq $R); do zs $size $size; done | med)
 		res[zc,$size]=$(for i in $(seq $R); do sc sdp $size $size; done | med)
 		res[scb,$size]=$(for i in $(seq $R); do sc sdp $size 0; done | med)
 		res[sct,$size]=$(for i in $(seq $R); do sc tcp $size 0; done | med)
-		echo "| $((size / 1024)) KiB | ${res[zc,$size]} | ${res[scb,$size]} | ${res[sct,$size]} | ${res[read,$size]} | $(ratio "${res[zc,$size]}" "${res[read,$size]}") |"
+		echo "| $((size / 1024)) KiB | ${res[zs,$size]} | ${res[zc,$size]} | ${res[scb,$size]} | ${res[sct,$size]} | ${res[read,$size]} | $(ratio "${res[zs,$size]}" "${res[read,$size]}") | $(ratio "${res[zc,$size]}" "${res[read,$size]}") |"
 	done
 	echo; echo "ZCopy check (largest zcopy_tx sdpstat saw in each socat run):"; cat $ZLOG 2>/dev/null
 	exit 0
@@ -49,6 +52,7 @@ for size in $sizes; do
 	done
 	res[read,$size]=$(for i in $(seq $R); do pt ib_read_bw $size; done | med)
 	res[send,$size]=$(for i in $(seq $R); do pt ib_send_bw $size; done | med)
+	res[zs,$size]=$(for i in $(seq $R); do zs $size $size; done | med)
 	res[zc,$size]=$(for i in $(seq $R); do sc sdp $size $size; done | med)
 	res[scb,$size]=$(for i in $(seq $R); do sc sdp $size 0; done | med)
 	res[sct,$size]=$(for i in $(seq $R); do sc tcp $size 0; done | med)
@@ -87,10 +91,10 @@ if [ -n "${BENCH_RST_ONLY:-}" ]; then
 	echo "| sockperf 64 B ping-pong (usec): SDP, no spin, TCP | ${res[sdp,lat]} | ${res[nospin,lat]} | ${res[tcp,lat]} |"
 	exit 0
 fi
-echo "| message | iperf3 SDP (Gbit/s) | iperf3 kernel TCP | socat SDP BCopy | socat SDP ZCopy | socat kernel TCP | ib_send_bw | ib_read_bw | SDP/TCP (iperf3) | ZCopy/RDMA READ |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| message | iperf3 SDP (Gbit/s) | iperf3 kernel TCP | socat SDP BCopy | socat SDP ZCopy | sdpperf SDP ZCopy | socat kernel TCP | ib_send_bw | ib_read_bw | SDP/TCP (iperf3) | ZCopy/RDMA READ (sdpperf) | (socat) |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 for size in 65536 262144 1048576; do
-	echo "| $((size / 1024)) KiB | ${res[sdp,$size]} | ${res[tcp,$size]} | ${res[scb,$size]} | ${res[zc,$size]} | ${res[sct,$size]} | ${res[send,$size]} | ${res[read,$size]} | $(ratio "${res[sdp,$size]}" "${res[tcp,$size]}") | $(ratio "${res[zc,$size]}" "${res[read,$size]}") |"
+	echo "| $((size / 1024)) KiB | ${res[sdp,$size]} | ${res[tcp,$size]} | ${res[scb,$size]} | ${res[zc,$size]} | ${res[zs,$size]} | ${res[sct,$size]} | ${res[send,$size]} | ${res[read,$size]} | $(ratio "${res[sdp,$size]}" "${res[tcp,$size]}") | $(ratio "${res[zs,$size]}" "${res[read,$size]}") | $(ratio "${res[zc,$size]}" "${res[read,$size]}") |"
 done
 echo
 echo "ZCopy check (largest zcopy_tx sdpstat saw in each socat run):"

@@ -274,6 +274,18 @@ for p in $SDP_PROGRAMS; do
 	show_known "$name"
 done
 
+# tests/tools/NAME.sh BUILD: the tools' own options (sdpperf), plain build.
+for script in "$SRC"/tests/tools/*.sh; do
+	name="tools/$(basename "$script" .sh)"
+	selected "$name" || continue
+	if [ -n "$SAN" ] || [ "$FAMILY" != sdp ]; then
+		echo "SKIP $name: the tools run with the plain build and family sdp only"
+		NSKIP=$((NSKIP + 1))
+		continue
+	fi
+	run_test "$name" 120 unit bash "$script" "$BUILD"
+done
+
 T_END=$(date +%s)
 TOTAL=$((NPASS + NFAIL + NSKIP))
 echo "== SUMMARY ($BUILD, family $FAMILY${SAN:+, $SAN}): $NPASS passed, $NFAIL failed, $NSKIP skipped of $TOTAL in $((T_END - T_START))s"

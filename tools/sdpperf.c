@@ -70,6 +70,11 @@ static double o_warmup = 0.5;
 static int o_repeat = 1;
 static int o_json;
 static const char *o_lib;
+/* Where the server listens and the client connects (IPv4; loopback by
+ * default), and the client's own address: across two local interfaces
+ * (the VM's rxe-a and rxe-b) the path then leaves through the first. */
+static struct in_addr o_srv_ip = { .s_addr = 0 }, o_cli_ip = { .s_addr = 0 };
+static const char *o_srv_ip_s, *o_cli_ip_s;
 static char *o_env[32];
 static int o_nenv;
 /* child roles */
@@ -168,7 +173,7 @@ static socklen_t mkaddr(struct sockaddr_storage *ss, const char *addr)
 	}
 	struct sockaddr_in *in = (struct sockaddr_in *)ss;
 	in->sin_family = AF_INET;
-	in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	in->sin_addr.s_addr = o_srv_ip_s ? o_srv_ip.s_addr : htonl(INADDR_LOOPBACK);
 	in->sin_port = htons((uint16_t)atoi(addr));
 	return sizeof *in;
 }
@@ -335,6 +340,14 @@ static int cli_connect(void)
 	int fd = mksock();
 	struct sockaddr_storage ss;
 	socklen_t len = mkaddr(&ss, o_addr);
+	if (o_cli_ip_s && o_transport != T_UNIX) {
+		struct sockaddr_in me = { .sin_family = AF_INET, .sin_addr = o_cli_ip };
+
+		if (bind(fd, (struct sockaddr *)&me, sizeof me) < 0) {
+			close(fd);
+			return -1;
+		}
+	}
 	while (connect(fd, (struct sockaddr *)&ss, len) < 0) {
 		if (errno == EINTR)
 			continue;
@@ -655,6 +668,14 @@ static int spawn(proc_t *p, int trans, const char *role, const char *addr)
 		if (addr) {
 			argv[k++] = "--addr";
 			argv[k++] = addr;
+		}
+		if (o_srv_ip_s) {
+			argv[k++] = "--server-ip";
+			argv[k++] = o_srv_ip_s;
+		}
+		if (o_cli_ip_s) {
+			argv[k++] = "--client-ip";
+			argv[k++] = o_cli_ip_s;
 		}
 		argv[k] = NULL;
 		execv(self_exe, (char *const *)argv);
@@ -1140,8 +1161,11 @@ static void usage(int rc)
 		"  --repeat R        repeat each measurement, report median [min-max]\n"
 		"  --env KEY=VAL     environment for the SDP processes (repeatable)\n"
 		"  --lib PATH        libsdp.so to preload (default <sdpperf dir>/../lib/libsdp.so)\n"
+		"  --server-ip IP    IPv4 address the server listens on (default 127.0.0.1)\n"
+		"  --client-ip IP    IPv4 address the client binds before it connects\n"
 		"  --json            machine-readable output\n"
-		"  --all             same as --workload all\n");
+		"  --all             same as --workload all\n"
+		"exit status: 0, 1 if any measurement failed (its row says why), 2 on bad options\n");
 	exit(rc);
 }
 
@@ -1219,6 +1243,14 @@ int main(int argc, char **argv)
 				usage(2);
 		} else if (ARG("--lib")) {
 			o_lib = v;
+		} else if (ARG("--server-ip") || ARG("--client-ip")) {
+			int srv = !strcmp(a, "--server-ip");
+
+			if (inet_pton(AF_INET, v, srv ? &o_srv_ip : &o_cli_ip) != 1) {
+				fprintf(stderr, "sdpperf: %s: not an IPv4 address: '%s'\n", a, v);
+				usage(2);
+			}
+			*(srv ? &o_srv_ip_s : &o_cli_ip_s) = v;
 		} else if (!strcmp(a, "--json")) {
 			o_json = 1;
 		} else if (ARG("--role")) {
@@ -1332,5 +1364,11 @@ int main(int argc, char **argv)
 	}
 	if (o_json)
 		print_json();
+	/* A failed measurement is in the table; the caller (a script) must
+	 * learn it from the status too. */
+	for (int w = 0; w < NWORK; w++)
+		for (int t = 0; t < NTRANS; t++)
+			if (cells[w][t].ran && !cells[w][t].ok)
+				return 1;
 	return 0;
 }

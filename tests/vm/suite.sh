@@ -105,6 +105,26 @@ t itest-fork-verbs 90 "$RUN" "$T/sdp_fork_verbs" --family sdp
 t itest-zcopy-read-32M 90 "$RUN" "$T/sdp_zcopy" --family sdp --bytes 32M --thresh 4096 --require read
 t itest-zcopy-write-32M 90 "$RUN" "$T/sdp_zcopy" --family sdp --bytes 32M --thresh 4096 --require write
 t itest-zcopy-signals-16M 90 "$RUN" "$T/sdp_zcopy" --family sdp --bytes 16M --thresh 4096 --signals
+# The benchmark's ZCopy measurement (sdpperf with --server-ip/--client-ip,
+# bench-vm-lib.sh's zs()) must cross the veth: a second of 256 KiB ZCopy
+# sends from rxe-b to rxe-a at a nonzero rate, during which rxe-a's
+# received-packet counter grows by at least a quarter of what that rate
+# means in 1 KiB packets (neither a loopback nor kernel TCP moves it).
+sdpperf_across() {
+	local r0 r1 out rate
+	r0=$(rdma statistic show link rxe-a/1 | tr ' ' '\n' | grep -A1 '^rcvd_pkts' | tail -1)
+	out=$("$PWD/$B/bin/sdpperf" --workload stream --transports sdp --size 262144 \
+		--env SDP_TRANSPORT=verbs --env SDP_ZCOPY_THRESH=262144 \
+		--server-ip $S --client-ip $A --time 1 --warmup 0.5) || { echo "$out"; return 1; }
+	echo "$out"
+	r1=$(rdma statistic show link rxe-a/1 | tr ' ' '\n' | grep -A1 '^rcvd_pkts' | tail -1)
+	rate=$(echo "$out" | awk '$1 == "sdp" {print int($2)}')
+	echo "rxe-a received $((r1 - r0)) packets; $rate MB/s"
+	[ "${rate:-0}" -gt 0 ] && [ $((r1 - r0)) -gt $((rate * 1000000 / 1024 / 4)) ]
+}
+export -f sdpperf_across
+export B A S
+t sdpperf-zcopy-across 60 sdpperf_across
 # sockperf (an unmodified program) under sdp_run: ping-pong, rxe-a -> rxe-b.  The server echoes; a run must report real round trips.
 sockperf_run() { # pp|tp
 	"$RUN" sockperf sr --tcp -i $S -p 11111 >/tmp/sockperf-s.log 2>&1 & sp=$!
