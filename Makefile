@@ -5,7 +5,7 @@ BUILD_ASAN ?= build-asan
 BUILD_TSAN ?= build-tsan
 GENERATOR  := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 
-.PHONY: all deps build build-asan build-tsan test test-quick test-tsan test-vm demo bench clean fuzz
+.PHONY: all deps build build-asan build-tsan test test-quick test-tsan test-vm demo bench bench-vm clean fuzz
 
 all: build
 
@@ -65,6 +65,14 @@ demo: build
 
 bench: build
 	@$(BUILD)/bin/sdpperf --all
+
+# The verbs comparison in the soft-RoCE VM (docs/BENCHMARKS-VM.md): SDP,
+# rsockets (rstream, librspreload), kernel TCP and raw verbs side by side.
+# About 25 minutes; not part of make test.
+BENCH_VM_PKGS := $(VM_PKGS) rdmacm-utils
+bench-vm: build
+	@SDP_EXTRA_PKGS="$(BENCH_VM_PKGS)" scripts/install-deps.sh
+	@scripts/vm-run -t 1800 -- bash scripts/bench-vm.sh $(BUILD) 3
 
 # Coverage-guided fuzzing of every decoder with libFuzzer (clang).
 fuzz: deps
