@@ -1314,7 +1314,9 @@ int main(int argc, char **argv)
 		if (o_trans[T_SDP])
 			printf(" sdp = AF_INET_SDP via LD_PRELOAD=%s%s;", o_lib, o_nenv ? " + --env settings" : "");
 		if (o_trans[T_TCP])
-			printf(" tcp = kernel TCP on 127.0.0.1;");
+			printf(" tcp = kernel TCP on %s;", o_srv_ip_s ? o_srv_ip_s : "127.0.0.1");
+		if (o_cli_ip_s)
+			printf(" clients bound to %s;", o_cli_ip_s);
 		if (o_trans[T_UNIX])
 			printf(" unix = AF_UNIX stream sockets;");
 		printf("\n");
