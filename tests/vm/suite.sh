@@ -44,7 +44,9 @@ iperf() {
 	return $rc
 }
 export -f iperf; export RUN A S
-pkts() { rdma statistic show link rxe-a/1 | tr ' ' '\n' | grep -A1 '^sent_pkts' | tail -1; }
+# rxe-a's packet counter COUNTER (sent_pkts unless named).
+pkts() { rdma statistic show link rxe-a/1 | tr ' ' '\n' | grep -A1 "^${1:-sent_pkts}" | tail -1; }
+export -f pkts
 p0=$(pkts)
 t iperf3-a2b 120 iperf
 t iperf3-b2a 120 iperf -R
@@ -112,12 +114,12 @@ t itest-zcopy-signals-16M 90 "$RUN" "$T/sdp_zcopy" --family sdp --bytes 16M --th
 # means in 1 KiB packets (neither a loopback nor kernel TCP moves it).
 sdpperf_across() {
 	local r0 r1 out rate
-	r0=$(rdma statistic show link rxe-a/1 | tr ' ' '\n' | grep -A1 '^rcvd_pkts' | tail -1)
+	r0=$(pkts rcvd_pkts)
 	out=$("$PWD/$B/bin/sdpperf" --workload stream --transports sdp --size 262144 \
 		--env SDP_TRANSPORT=verbs --env SDP_ZCOPY_THRESH=262144 \
 		--server-ip $S --client-ip $A --time 1 --warmup 0.5) || { echo "$out"; return 1; }
 	echo "$out"
-	r1=$(rdma statistic show link rxe-a/1 | tr ' ' '\n' | grep -A1 '^rcvd_pkts' | tail -1)
+	r1=$(pkts rcvd_pkts)
 	rate=$(echo "$out" | awk '$1 == "sdp" {print int($2)}')
 	echo "rxe-a received $((r1 - r0)) packets; $rate MB/s"
 	[ "${rate:-0}" -gt 0 ] && [ $((r1 - r0)) -gt $((rate * 1000000 / 1024 / 4)) ]
@@ -157,7 +159,7 @@ sockperf_tp() { # size
 	echo "messages sent: ${n:-none}, rxe-a packets: $((p1 - p0))"
 	[ -n "$n" ] && [ "$n" -gt 0 ] && [ $((p1 - p0)) -ge $((n * $1 / 4096)) ]
 }
-export -f sockperf_tp pkts
+export -f sockperf_tp
 t sockperf-tp-64 60 sockperf_tp 64
 t sockperf-tp-1400 60 sockperf_tp 1400
 # Keep this step LAST.  After it, soft-RoCE's CM on rxe-b no longer answers
