@@ -42,7 +42,7 @@ struct sdp_config sdp_cfg = {
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 
 /* Returns 1 if the variable was set and taken. */
-static int env_u32(const char *name, uint32_t *out, uint32_t min, uint32_t max)
+int sdp_env_u32(const char *name, uint32_t *out, uint32_t min, uint32_t max)
 {
 	const char *s = getenv(name);
 	char *end;
@@ -67,29 +67,29 @@ static void config_load(void)
 	const char *t;
 
 	sdp_cfg.recv_bufs_set =
-		env_u32("SDP_RECV_BUFS", &sdp_cfg.recv_bufs, 4, 1024);
+		sdp_env_u32("SDP_RECV_BUFS", &sdp_cfg.recv_bufs, 4, 1024);
 	sdp_cfg.recv_buf_size_set =
-		env_u32("SDP_RECV_BUF_SIZE", &sdp_cfg.recv_buf_size, 1024,
+		sdp_env_u32("SDP_RECV_BUF_SIZE", &sdp_cfg.recv_buf_size, 1024,
 			1u << 24);
-	env_u32("SDP_SNDBUF", &sdp_cfg.sndbuf, 4096, 1u << 30);
-	env_u32("SDP_RCVBUF", &sdp_cfg.rcvbuf, 4096, 1u << 30);
-	env_u32("SDP_SPIN_US", &sdp_cfg.spin_us, 0, 1000000);
-	env_u32("SDP_NAGLE_US", &sdp_cfg.nagle_us, 0, 1000000);
-	env_u32("SDP_CLOSE_TIMEOUT_MS", &sdp_cfg.close_timeout_ms, 1, 3600000);
-	env_u32("SDP_CLOSE_FLUSH_MS", &sdp_cfg.close_flush_ms, 0, 60000);
-	env_u32("SDP_FORK_CLAIM_MS", &sdp_cfg.fork_claim_ms, 0, 60000);
-	env_u32("SDP_ZCOPY_THRESH", &sdp_cfg.zcopy_thresh, 0, 0x7fffffff);
-	env_u32("SDP_ZCOPY_ADV_TIMEOUT_MS", &sdp_cfg.zcopy_adv_timeout_ms, 1,
+	sdp_env_u32("SDP_SNDBUF", &sdp_cfg.sndbuf, 4096, 1u << 30);
+	sdp_env_u32("SDP_RCVBUF", &sdp_cfg.rcvbuf, 4096, 1u << 30);
+	sdp_env_u32("SDP_SPIN_US", &sdp_cfg.spin_us, 0, 1000000);
+	sdp_env_u32("SDP_NAGLE_US", &sdp_cfg.nagle_us, 0, 1000000);
+	sdp_env_u32("SDP_CLOSE_TIMEOUT_MS", &sdp_cfg.close_timeout_ms, 1, 3600000);
+	sdp_env_u32("SDP_CLOSE_FLUSH_MS", &sdp_cfg.close_flush_ms, 0, 60000);
+	sdp_env_u32("SDP_FORK_CLAIM_MS", &sdp_cfg.fork_claim_ms, 0, 60000);
+	sdp_env_u32("SDP_ZCOPY_THRESH", &sdp_cfg.zcopy_thresh, 0, 0x7fffffff);
+	sdp_env_u32("SDP_ZCOPY_ADV_TIMEOUT_MS", &sdp_cfg.zcopy_adv_timeout_ms, 1,
 		3600000);
-	env_u32("SDP_ZCOPY_ADVERTS", &sdp_cfg.zcopy_adverts, 1, 8);
-	env_u32("SDP_ZCOPY_SPLIT", &sdp_cfg.zcopy_split, 0, 1u << 30);
-	env_u32("SDP_ZCOPY_WRITE", &sdp_cfg.zcopy_write, 0, 1);
-	env_u32("SDP_APPWAKE", &sdp_cfg.appwake, 0, 1);
-	env_u32("SDP_SHORT_CONN", &sdp_cfg.short_conn, 0, 1000000);
-	env_u32("SDP_SHORT_CONN_MS", &sdp_cfg.short_conn_ms, 1, 3600000);
-	env_u32("SDP_REFUSED_HOLD_MS", &sdp_cfg.refused_hold_ms, 0, 3600000);
-	env_u32("SDP_NOFILE", &sdp_cfg.nofile, 0, 1u << 30);
-	env_u32("SDP_LOG", &lvl, 0, 3);
+	sdp_env_u32("SDP_ZCOPY_ADVERTS", &sdp_cfg.zcopy_adverts, 1, 8);
+	sdp_env_u32("SDP_ZCOPY_SPLIT", &sdp_cfg.zcopy_split, 0, 1u << 30);
+	sdp_env_u32("SDP_ZCOPY_WRITE", &sdp_cfg.zcopy_write, 0, 1);
+	sdp_env_u32("SDP_APPWAKE", &sdp_cfg.appwake, 0, 1);
+	sdp_env_u32("SDP_SHORT_CONN", &sdp_cfg.short_conn, 0, 1000000);
+	sdp_env_u32("SDP_SHORT_CONN_MS", &sdp_cfg.short_conn_ms, 1, 3600000);
+	sdp_env_u32("SDP_REFUSED_HOLD_MS", &sdp_cfg.refused_hold_ms, 0, 3600000);
+	sdp_env_u32("SDP_NOFILE", &sdp_cfg.nofile, 0, 1u << 30);
+	sdp_env_u32("SDP_LOG", &lvl, 0, 3);
 	sdp_cfg.log_level = (int)lvl;
 	t = getenv("SDP_TRANSPORT");
 	if (t && *t) {

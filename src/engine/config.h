@@ -53,6 +53,11 @@ extern struct sdp_config sdp_cfg;
 /* Idempotent, thread-safe. */
 void sdp_config_init(void);
 
+/* `name` from the environment into *out when it is an integer in
+ * [min, max] (1); unset or empty: 0, *out untouched; anything else is
+ * reported on stderr, naming the variable, and *out is left alone (0). */
+int sdp_env_u32(const char *name, uint32_t *out, uint32_t min, uint32_t max);
+
 void sdp_log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

@@ -479,5 +479,7 @@ static inline size_t sdp_iov_total(const struct iovec *iov, int iovcnt)
 /* Sleep (without the lock) until the QP's wait sequence moves past `seq`,
  * spinning first for SDP_SPIN_US.  0, -EINTR or -ETIMEDOUT. */
 int sdp_conn_wait(struct sdp_conn *c, uint32_t seq, uint64_t deadline_ns);
+int sdp_conn_wait_rdma(struct sdp_conn *c, uint32_t seq, uint64_t deadline_ns,
+		       uint64_t since_ns);
 
 #endif /* SDP_CONN_H */

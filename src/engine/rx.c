@@ -391,9 +391,10 @@ static ssize_t rx_recv_oob_locked(struct sdp_conn *c, const struct iovec *iov,
 }
 
 /* Busy-poll for SDP_SPIN_US before a blocking recv sleeps: only there, as
- * that is where latency is waited for.  Send waits (credits, bulk) and
- * ZCopy waits (the peer's RDMA of up to MiBs) would only burn the CPU the
- * peer needs on a small host.  1 if something changed. */
+ * that is where latency is waited for.  Send waits (credits, bulk) would
+ * only burn the CPU the peer needs on a small host.  ZCopy waits go to the
+ * transport's wait_rdma instead, which knows whether polling through an
+ * RDMA pays (verbs: it does, yielding).  1 if something changed. */
 static int rx_spin(struct sdp_conn *c, uint32_t seq)
 {
 	uint64_t end = sdp_now_ns() + sdp_cfg.spin_us * 1000ull;
@@ -410,19 +411,36 @@ static int rx_spin(struct sdp_conn *c, uint32_t seq)
 	return 0;
 }
 
+/* The transport's timeout for `deadline_ns` (0: none, -1); 0 when it
+ * has passed. */
+static int wait_tmo(uint64_t deadline_ns)
+{
+	uint64_t now;
+
+	if (!deadline_ns)
+		return -1;
+	now = sdp_now_ns();
+	if (now >= deadline_ns)
+		return 0;
+	return (int)((deadline_ns - now + 999999) / 1000000);
+}
+
 /* Sleep until something may have changed. */
 int sdp_conn_wait(struct sdp_conn *c, uint32_t seq, uint64_t deadline_ns)
 {
-	int tmo = -1;
+	int tmo = wait_tmo(deadline_ns);
 
-	if (deadline_ns) {
-		uint64_t now = sdp_now_ns();
+	return tmo ? SDP_TP(c->qp)->wait(c->qp, seq, tmo) : -ETIMEDOUT;
+}
 
-		if (now >= deadline_ns)
-			return -ETIMEDOUT;
-		tmo = (int)((deadline_ns - now + 999999) / 1000000);
-	}
-	return SDP_TP(c->qp)->wait(c->qp, seq, tmo);
+/* The same, for news an RDMA in flight since `since_ns` brings
+ * (transport.h, wait_rdma). */
+int sdp_conn_wait_rdma(struct sdp_conn *c, uint32_t seq, uint64_t deadline_ns,
+		       uint64_t since_ns)
+{
+	int tmo = wait_tmo(deadline_ns);
+
+	return tmo ? sdp_tp_wait_rdma(c->qp, seq, tmo, since_ns) : -ETIMEDOUT;
 }
 
 ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,

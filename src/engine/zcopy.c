@@ -320,6 +320,7 @@ int sdp_zcopy_rdma_locked(struct sdp_conn *c, int write, void *buf,
 	struct sdp_sge sge;
 	struct sdp_wc wc[16];
 	enum sdp_wc_status st = SDP_WC_SUCCESS;
+	uint64_t posted_ns;
 	int r, k, i;
 
 	/* The source of a WRITE is only read locally: no remote right. */
@@ -341,6 +342,7 @@ int sdp_zcopy_rdma_locked(struct sdp_conn *c, int write, void *buf,
 	wr.rkey = rkey;
 	c->zc_rdma_done[write] = 0;
 	r = sdp_post_send(c->qp, &wr);
+	posted_ns = sdp_now_ns();
 	if (r < 0) {
 		zc_dereg(c, mr);
 		sdp_conn_reset_locked(c, -ECONNRESET, SDP_REASON_TRANSPORT);
@@ -372,9 +374,10 @@ int sdp_zcopy_rdma_locked(struct sdp_conn *c, int write, void *buf,
 			continue;
 		if (c->state == SDP_ST_RESET)
 			break;
-		/* An asynchronous transport: sleep for the completion. */
+		/* An asynchronous transport: wait for the completion, which
+		 * is due within the transfer's time (wait_rdma). */
 		pthread_mutex_unlock(&c->lock);
-		SDP_TP(c->qp)->wait(c->qp, seq, 10);
+		sdp_tp_wait_rdma(c->qp, seq, 10, posted_ns);
 		pthread_mutex_lock(&c->lock);
 	}
 	st = c->zc_rdma_done[write] ? (enum sdp_wc_status)c->zc_rdma_st[write] :

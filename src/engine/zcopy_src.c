@@ -280,8 +280,9 @@ ssize_t sdp_zcopy_send_locked(struct sdp_conn *c, const struct iovec *iov,
 		dl = cancel_dl ? cancel_dl : zt->progress_ns + adv_ns;
 		if (!stop && deadline_ns && deadline_ns < dl)
 			dl = deadline_ns;
+		/* The sink's RdmaRdCompl is due once it reads: wait_rdma. */
 		pthread_mutex_unlock(&c->lock);
-		r = sdp_conn_wait(c, seq, dl);
+		r = sdp_conn_wait_rdma(c, seq, dl, zt->progress_ns);
 		pthread_mutex_lock(&c->lock);
 		if (r == -EINTR && !stop) {
 			stop = -EINTR;

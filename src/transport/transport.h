@@ -269,6 +269,15 @@ struct sdp_transport_ops {
 	/* Waiting and notification. */
 	uint32_t (*wait_seq)(struct sdp_qp *qp);
 	int (*wait)(struct sdp_qp *qp, uint32_t seq, int timeout_ms);
+	/* Optional (NULL: wait()).  wait(), for news that an RDMA in flight
+	 * brings within its transfer time: the completion of our RDMA READ
+	 * or WRITE, or the peer's RdmaRdCompl for a buffer of ours that it
+	 * is reading.  `since_ns` (CLOCK_MONOTONIC) is when that transfer
+	 * began or last showed progress.  Such news is due, not merely
+	 * possible, so a transport may poll for it rather than sleep, for a
+	 * budget counted from `since_ns` (verbs: SDP_VERBS_RDMA_SPIN_US). */
+	int (*wait_rdma)(struct sdp_qp *qp, uint32_t seq, int timeout_ms,
+			 uint64_t since_ns);
 	void (*kick)(struct sdp_qp *qp);
 	int (*event_fd)(struct sdp_qp *qp);
 	int (*req_notify)(struct sdp_qp *qp);
@@ -359,6 +368,15 @@ static inline int sdp_post_send(struct sdp_qp *qp, const struct sdp_send_wr *wr)
 static inline int sdp_post_recv(struct sdp_qp *qp, const struct sdp_recv_wr *wr)
 {
 	return SDP_TP(qp)->post_recv(qp, wr);
+}
+
+static inline int sdp_tp_wait_rdma(struct sdp_qp *qp, uint32_t seq,
+				   int timeout_ms, uint64_t since_ns)
+{
+	const struct sdp_transport_ops *o = SDP_TP(qp);
+
+	return o->wait_rdma ? o->wait_rdma(qp, seq, timeout_ms, since_ns) :
+			      o->wait(qp, seq, timeout_ms);
 }
 
 static inline int sdp_poll_cq(struct sdp_qp *qp, struct sdp_wc *wc, int max)

@@ -77,6 +77,10 @@
  * never spins).  SDP_VERBS_SPIN_US overrides; 0 switches it off. */
 #define VB_SPIN_US	200
 #define VB_SPIN_RECENT_MS 100
+/* wait_rdma(): poll (yielding) for news an RDMA in flight brings, up to
+ * this long after the transfer began or last moved, before sleeping.
+ * SDP_VERBS_RDMA_SPIN_US overrides; 0 switches it off. */
+#define VB_RDMA_SPIN_US	20000
 /* After an application thread polled the shared CQ, it stays unarmed this
  * long (verbs_dev.c, "Arming the shared CQ"): that thread will likely poll
  * it again.  Longer than a scheduler time slice, so that a poller that was
@@ -222,6 +226,7 @@ struct vb_global {
 	int state;			/* 0: not yet, 1: up, <0: failed */
 	uint8_t ack_timeout;		/* QP local ACK timeout exponent */
 	uint32_t spin_ns;		/* wait(): bounded CQ polling */
+	uint64_t rdma_spin_ns;		/* wait_rdma(): VB_RDMA_SPIN_US */
 	uint64_t rearm_ns;		/* VB_REARM_GRACE_MS */
 	_Atomic uint32_t unarmed;	/* devices whose CQ is not armed */
 	/* Application threads asleep in poll/select/epoll (app_sleep). */
@@ -259,6 +264,8 @@ void sdp__verbs_push_event(struct vb_qp *qp, enum sdp_cm_event_type type,
 			   int err, const void *priv, uint32_t priv_len);
 uint32_t sdp__verbs_wait_seq(struct sdp_qp *qp);
 int sdp__verbs_wait(struct sdp_qp *qp, uint32_t seq, int timeout_ms);
+int sdp__verbs_wait_rdma(struct sdp_qp *qp, uint32_t seq, int timeout_ms,
+			 uint64_t since_ns);
 void sdp__verbs_kick(struct sdp_qp *qp);
 int sdp__verbs_event_fd(struct sdp_qp *qp);
 int sdp__verbs_req_notify(struct sdp_qp *qp);

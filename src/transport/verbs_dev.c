@@ -31,6 +31,8 @@
  */
 #include "engine/atfork.h"
 #include "engine/cancel.h"
+#include "engine/config.h"
+#include "engine/sigseen.h"
 #include "transport/verbs.h"
 #include "transport/multi.h"
 #include "engine/libthreads.h"
@@ -383,8 +385,8 @@ static int vb_start(void)
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
 	struct ibv_device **list;
 	static bool atfork_done;	/* inherited by children: once */
-	const char *env;
 	sigset_t all, old;
+	uint32_t v;
 	int r;
 
 	if (!atfork_done) {
@@ -393,18 +395,20 @@ static int vb_start(void)
 			return -ENOMEM;
 		atfork_done = true;
 	}
-	env = getenv("SDP_VERBS_ACK_TIMEOUT");
-	sdp__vb.ack_timeout = VB_ACK_TIMEOUT;
-	if (env && *env && atoi(env) >= 1 && atoi(env) <= 31)
-		sdp__vb.ack_timeout = (uint8_t)atoi(env);
-	env = getenv("SDP_VERBS_REARM_MS");
-	sdp__vb.rearm_ns = VB_REARM_GRACE_MS * 1000000ull;
-	if (env && *env && atoi(env) >= 0 && atoi(env) <= 10000)
-		sdp__vb.rearm_ns = (uint64_t)atoi(env) * 1000000ull;
-	env = getenv("SDP_VERBS_SPIN_US");
-	sdp__vb.spin_ns = VB_SPIN_US * 1000u;
-	if (env && *env && atoi(env) >= 0 && atoi(env) <= 1000000)
-		sdp__vb.spin_ns = (uint32_t)atoi(env) * 1000u;
+	/* Out-of-range or malformed values are reported and the default
+	 * kept (sdp_env_u32). */
+	v = VB_ACK_TIMEOUT;
+	sdp_env_u32("SDP_VERBS_ACK_TIMEOUT", &v, 1, 31);
+	sdp__vb.ack_timeout = (uint8_t)v;
+	v = VB_REARM_GRACE_MS;
+	sdp_env_u32("SDP_VERBS_REARM_MS", &v, 0, 10000);
+	sdp__vb.rearm_ns = v * 1000000ull;
+	v = VB_SPIN_US;
+	sdp_env_u32("SDP_VERBS_SPIN_US", &v, 0, 1000000);
+	sdp__vb.spin_ns = v * 1000u;
+	v = VB_RDMA_SPIN_US;
+	sdp_env_u32("SDP_VERBS_RDMA_SPIN_US", &v, 0, 1000000);
+	sdp__vb.rdma_spin_ns = v * 1000ull;
 	list = ibv_get_device_list(&sdp__vb.ndevices);
 	if (!list || sdp__vb.ndevices == 0) {
 		if (list)
@@ -811,32 +815,56 @@ uint32_t sdp__verbs_wait_seq(struct sdp_qp *q)
  * an idle connection goes straight to sleep; never longer than spin_ns.
  * True when news arrived.
  */
-static bool spin_for_news(struct vb_qp *qp, uint32_t seq)
-{
-	uint64_t now = sdp__verbs_now_ns(), end;
-	struct vb_dev *d = qp->dev;
-	bool news = false;
+enum vb_poll_end { VB_POLL_NONE, VB_POLL_NEWS, VB_POLL_SIGNAL };
 
-	if (!sdp__vb.spin_ns || !d ||
-	    now - atomic_load(&qp->news_ns) > VB_SPIN_RECENT_MS * 1000000ull)
-		return false;
+/* Poll the device CQ until `seq` moves or `end`.  `yield`: give the CPU
+ * away between looks (wait_rdma), and stop at a signal handler. */
+static enum vb_poll_end poll_until(struct vb_qp *qp, uint32_t seq,
+				   uint64_t end, bool yield)
+{
+	struct vb_dev *d = qp->dev;
+	unsigned sig0 = sdp_sig_seen;
+	enum vb_poll_end r = VB_POLL_NONE;
+
+	if (!d)
+		return VB_POLL_NONE;
 	/* Counted before the first look: a completion from here on needs
 	 * neither the progress thread nor a CQ event. */
 	atomic_fetch_add(&qp->spinners, 1);
 	atomic_fetch_add(&d->spinners, 1);
-	end = now + sdp__vb.spin_ns;
 	do {
 		sdp__verbs_dev_try_drain(d);
 		if (atomic_load(&qp->seq) != seq) {
-			news = true;
+			r = VB_POLL_NEWS;
 			break;
 		}
-		__builtin_ia32_pause();
+		if (!yield) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		/* A handler ran: the futex sleep would have ended with
+		 * EINTR, and the caller's call may have to (sigseen.h). */
+		if (sdp_sig_seen != sig0) {
+			r = VB_POLL_SIGNAL;
+			break;
+		}
+		sched_yield();
 	} while (sdp__verbs_now_ns() < end);
 	atomic_store(&d->polled_ns, sdp__verbs_coarse_ns());
 	atomic_fetch_sub(&d->spinners, 1);
 	atomic_fetch_sub(&qp->spinners, 1);
-	return news;
+	return r;
+}
+
+static bool spin_for_news(struct vb_qp *qp, uint32_t seq)
+{
+	uint64_t now = sdp__verbs_now_ns();
+
+	if (!sdp__vb.spin_ns ||
+	    now - atomic_load(&qp->news_ns) > VB_SPIN_RECENT_MS * 1000000ull)
+		return false;
+	return poll_until(qp, seq, now + sdp__vb.spin_ns, false) ==
+	       VB_POLL_NEWS;
 }
 
 int sdp__verbs_wait(struct sdp_qp *q, uint32_t seq, int timeout_ms)
@@ -886,6 +914,45 @@ int sdp__verbs_wait(struct sdp_qp *q, uint32_t seq, int timeout_ms)
 	if (r && atomic_load(&qp->seq) != seq)
 		sdp__verbs_ring_progress(qp);
 	return r;
+}
+
+/*
+ * wait(), for news an RDMA in flight brings (transport.h).  Its end is
+ * due, so poll for it through the whole transfer, up to rdma_spin_ns
+ * after `since_ns`, instead of the usual short spin and sleep: the sleep's
+ * wake-up (completion channel -> event thread -> futex) lands after the
+ * news, on the critical path of every ZCopy message.  Yield between looks:
+ * on a software device (rxe, siw) the RDMA itself is kernel work that may
+ * need this CPU, and a plain spin slowed 1 MiB READs by 15% on two vCPUs;
+ * with a CPU to ourselves sched_yield() returns at once.  Measured in
+ * docs/BENCHMARKS-VM.md, session 16.
+ */
+int sdp__verbs_wait_rdma(struct sdp_qp *q, uint32_t seq, int timeout_ms,
+			 uint64_t since_ns)
+{
+	struct vb_qp *qp = VB_QP(q);
+	uint64_t now = sdp__verbs_now_ns(), end = since_ns + sdp__vb.rdma_spin_ns;
+	uint64_t tmo_ns = timeout_ms >= 0 ? (uint64_t)timeout_ms * 1000000ull : 0;
+	enum vb_poll_end r;
+
+	if (timeout_ms >= 0 && end > now + tmo_ns)
+		end = now + tmo_ns;
+	if (!sdp__vb.rdma_spin_ns || end <= now ||
+	    sdp__verbs_inherited(qp->epoch))
+		return sdp__verbs_wait(q, seq, timeout_ms);
+	r = poll_until(qp, seq, end, true);
+	if (r == VB_POLL_NEWS)
+		return 0;
+	if (r == VB_POLL_SIGNAL)
+		return -EINTR;
+	if (timeout_ms >= 0) {
+		uint64_t spent = sdp__verbs_now_ns() - now;
+
+		if (spent >= tmo_ns)
+			return -ETIMEDOUT;
+		timeout_ms = (int)((tmo_ns - spent + 999999) / 1000000);
+	}
+	return sdp__verbs_wait(q, seq, timeout_ms);
 }
 
 void sdp__verbs_kick(struct sdp_qp *q)

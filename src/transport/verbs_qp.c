@@ -673,6 +673,7 @@ const struct sdp_transport_ops sdp__verbs_ops = {
 	.poll_cq = sdp__verbs_poll_cq,
 	.wait_seq = sdp__verbs_wait_seq,
 	.wait = sdp__verbs_wait,
+	.wait_rdma = sdp__verbs_wait_rdma,
 	.kick = sdp__verbs_kick,
 	.event_fd = sdp__verbs_event_fd,
 	.req_notify = sdp__verbs_req_notify,

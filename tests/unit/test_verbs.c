@@ -18,6 +18,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@
 #include "engine/config.h"
 #include "engine/conn.h"
 #include "engine/listener.h"
+#include "engine/sigseen.h"
 #include "engine/zcopy.h"
 #include "transport/multi.h"
 #include "transport/transport.h"
@@ -189,6 +191,89 @@ static void send_buf(struct sdp_qp *qp, uint8_t *buf, uint32_t len)
 	memset(buf, 0xEE, len);	/* reusable on return */
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* What the library's signal trampoline does (socket/signals.c). */
+static void on_usr1(int sig)
+{
+	(void)sig;
+	sdp_sig_seen++;
+	sdp_sig_seen_norestart++;
+}
+
+struct rdma_waiter {
+	struct sdp_qp *qp;
+	uint32_t seq;
+	int r;
+	uint64_t took_ms;
+};
+
+static void *wait_rdma_thread(void *arg)
+{
+	struct rdma_waiter *w = arg;
+	uint64_t t0 = ms();
+
+	w->r = OPS->wait_rdma(w->qp, w->seq, 5000, mono_ns());
+	w->took_ms = ms() - t0;
+	return NULL;
+}
+
+/*
+ * wait_rdma(), with SDP_VERBS_RDMA_SPIN_US at 1 s (main()), so that it
+ * polls throughout each case: the completion of an RDMA READ in flight
+ * ends it; with nothing due it keeps to its timeout, not to its budget;
+ * and a signal handler that runs while it polls ends it with EINTR, as
+ * the futex sleep would (else the signal is lost: it sleeps to the
+ * timeout).  `rd` is the READ just done into `back` from `src`.
+ */
+static void test_wait_rdma(struct sdp_qp *a, struct sdp_send_wr *rd,
+			   uint8_t *back, const uint8_t *src, size_t len)
+{
+	struct rdma_waiter w = { .qp = a };
+	struct sigaction sa = { .sa_handler = on_usr1 }, old;
+	struct sdp_wc wc[1];
+	uint64_t t0;
+	pthread_t th;
+	int r;
+
+	REQUIRE(OPS->wait_rdma, "verbs has wait_rdma");
+	memset(back, 0, len);
+	rd->wr_id = 10;
+	w.seq = OPS->wait_seq(a);
+	CHECK(OPS->post_send(a, rd) == 0, "rdma read for wait_rdma");
+	r = OPS->wait_rdma(a, w.seq, 5000, mono_ns());
+	CHECK(r == 0, "wait_rdma on a READ in flight: %d", r);
+	r = poll_n(a, wc, 1, 5000);
+	CHECK(r == 1 && wc[0].status == SDP_WC_SUCCESS && wc[0].wr_id == 10,
+	      "wait_rdma READ wc r=%d st=%d", r, wc[0].status);
+	CHECK(!memcmp(src, back, len), "wait_rdma READ data");
+
+	t0 = ms();
+	r = OPS->wait_rdma(a, OPS->wait_seq(a), 50, mono_ns());
+	t0 = ms() - t0;
+	CHECK(r == -ETIMEDOUT && t0 >= 40 && t0 < 1000,
+	      "wait_rdma with nothing due, 50 ms: %d after %llu ms", r,
+	      (unsigned long long)t0);
+
+	sigemptyset(&sa.sa_mask);	/* no SA_RESTART */
+	sigaction(SIGUSR1, &sa, &old);
+	w.seq = OPS->wait_seq(a);
+	pthread_create(&th, NULL, wait_rdma_thread, &w);
+	usleep(100000);
+	pthread_kill(th, SIGUSR1);
+	pthread_join(th, NULL);
+	sigaction(SIGUSR1, &old, NULL);
+	CHECK(w.r == -EINTR && w.took_ms < 900,
+	      "wait_rdma and a signal while it polls: %d after %llu ms", w.r,
+	      (unsigned long long)w.took_ms);
+}
+
 static void test_connection(void)
 {
 	struct sockaddr_in srv = mkaddr("SDP_VERBS_SERVER", "10.99.0.2", 0);
@@ -342,6 +427,7 @@ static void test_connection(void)
 		      wc[0].byte_len == sizeof(back), "read wc r=%d st=%d len=%u",
 		      r, wc[0].status, wc[0].byte_len);
 		CHECK(!memcmp(src, back, sizeof(src)), "RDMA READ data");
+		test_wait_rdma(a, &w, back, src, sizeof(back));
 		/* Outside the registered range: remote access error. */
 		w.wr_id = 9;
 		w.remote_addr = md->remote_addr + sizeof(dst) - 16;
@@ -510,6 +596,8 @@ int main(void)
 	int r;
 
 	setvbuf(stdout, NULL, _IONBF, 0);
+	/* test_wait_rdma: poll for a whole second. */
+	setenv("SDP_VERBS_RDMA_SPIN_US", "1000000", 1);
 	r = sdp_verbs_available();
 
 	if (r < 0) {
