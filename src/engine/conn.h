@@ -314,6 +314,10 @@ struct sdp_conn {
 	 * its completion first. */
 	unsigned zc_rdma_done[2];
 	int zc_rdma_st[2];		/* its enum sdp_wc_status */
+	/* How long our ZCopy waits last per KiB, learned (sdp_zc_due in
+	 * zcopy.h): our READ [SDP_ZC_PACE_READ], our WRITE, and, as a
+	 * source, the sink's reading of our SrcAvail. */
+	uint32_t zc_pace[3];
 
 	/* ---- Write ZCopy and modes (zcopy_sink.c) ---- */
 	struct sdp_zc_snk zc_snk;	/* our (first) SinkAvail (we are the sink) */
@@ -480,6 +484,6 @@ static inline size_t sdp_iov_total(const struct iovec *iov, int iovcnt)
  * spinning first for SDP_SPIN_US.  0, -EINTR or -ETIMEDOUT. */
 int sdp_conn_wait(struct sdp_conn *c, uint32_t seq, uint64_t deadline_ns);
 int sdp_conn_wait_rdma(struct sdp_conn *c, uint32_t seq, uint64_t deadline_ns,
-		       uint64_t since_ns);
+		       uint64_t since_ns, uint64_t due_ns);
 
 #endif /* SDP_CONN_H */

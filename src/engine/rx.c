@@ -433,14 +433,15 @@ int sdp_conn_wait(struct sdp_conn *c, uint32_t seq, uint64_t deadline_ns)
 	return tmo ? SDP_TP(c->qp)->wait(c->qp, seq, tmo) : -ETIMEDOUT;
 }
 
-/* The same, for news an RDMA in flight since `since_ns` brings
- * (transport.h, wait_rdma). */
+/* The same, for news an RDMA in flight since `since_ns` brings, expected
+ * at `due_ns` (transport.h, wait_rdma: 0 polled, 1 slept). */
 int sdp_conn_wait_rdma(struct sdp_conn *c, uint32_t seq, uint64_t deadline_ns,
-		       uint64_t since_ns)
+		       uint64_t since_ns, uint64_t due_ns)
 {
 	int tmo = wait_tmo(deadline_ns);
 
-	return tmo ? sdp_tp_wait_rdma(c->qp, seq, tmo, since_ns) : -ETIMEDOUT;
+	return tmo ? sdp_tp_wait_rdma(c->qp, seq, tmo, since_ns, due_ns) :
+		     -ETIMEDOUT;
 }
 
 ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,

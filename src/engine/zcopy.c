@@ -320,8 +320,8 @@ int sdp_zcopy_rdma_locked(struct sdp_conn *c, int write, void *buf,
 	struct sdp_sge sge;
 	struct sdp_wc wc[16];
 	enum sdp_wc_status st = SDP_WC_SUCCESS;
-	uint64_t posted_ns;
-	int r, k, i;
+	uint64_t posted_ns, due_ns;
+	int r, k, i, last = 0;
 
 	/* The source of a WRITE is only read locally: no remote right. */
 	r = SDP_TP(c->qp)->reg_mr(c->qp, buf, n,
@@ -343,6 +343,7 @@ int sdp_zcopy_rdma_locked(struct sdp_conn *c, int write, void *buf,
 	c->zc_rdma_done[write] = 0;
 	r = sdp_post_send(c->qp, &wr);
 	posted_ns = sdp_now_ns();
+	due_ns = sdp_zc_due(c->zc_pace[write], posted_ns, n);
 	if (r < 0) {
 		zc_dereg(c, mr);
 		sdp_conn_reset_locked(c, -ECONNRESET, SDP_REASON_TRANSPORT);
@@ -377,7 +378,7 @@ int sdp_zcopy_rdma_locked(struct sdp_conn *c, int write, void *buf,
 		/* An asynchronous transport: wait for the completion, which
 		 * is due within the transfer's time (wait_rdma). */
 		pthread_mutex_unlock(&c->lock);
-		sdp_tp_wait_rdma(c->qp, seq, 10, posted_ns);
+		last = sdp_tp_wait_rdma(c->qp, seq, 10, posted_ns, due_ns);
 		pthread_mutex_lock(&c->lock);
 	}
 	st = c->zc_rdma_done[write] ? (enum sdp_wc_status)c->zc_rdma_st[write] :
@@ -390,6 +391,8 @@ int sdp_zcopy_rdma_locked(struct sdp_conn *c, int write, void *buf,
 		sdp_conn_reset_locked(c, -ECONNRESET, SDP_REASON_TRANSPORT);
 		return -ECONNRESET;
 	}
+	sdp_zc_pace_learn(&c->zc_pace[write], sdp_now_ns() - posted_ns, n,
+			  last == 1);
 	*done_mr = mr;
 	return 0;
 }

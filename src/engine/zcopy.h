@@ -165,6 +165,46 @@ void sdp_zcopy_decline_locked(struct sdp_conn *c);
 /* Post pending RdmaRdCompl / SendSm / SrcAvailCancel (tx flush). */
 void sdp_zcopy_flush_ctl_locked(struct sdp_conn *c);
 
+/*
+ * When a ZCopy wait should end, for the transport's wait_rdma (which may
+ * sleep until shortly before then and poll from there): `bytes` at the
+ * pace this connection's waits of that kind have had, per KiB.  0 (no
+ * idea yet) until one is learned.  The pace follows the waits that ended
+ * while polling (they are exact); one that ended while asleep (the news
+ * came first: the due time was late, or that sample holds a wake-up)
+ * moves it 1/8 earlier, so a late estimate does not feed on its own
+ * wake-ups (docs/DESIGN.md, "Verbs: waiting for an RDMA in flight").
+ */
+enum { SDP_ZC_PACE_READ, SDP_ZC_PACE_WRITE, SDP_ZC_PACE_SOURCE };
+
+static inline uint64_t sdp_zc_due(uint32_t pace, uint64_t since_ns,
+				  uint64_t bytes)
+{
+	return pace && bytes ? since_ns + (uint64_t)pace * ((bytes + 1023) / 1024) :
+			       0;
+}
+
+/* A wait of `took_ns` for `bytes` ended; `slept`: wait_rdma returned 1. */
+static inline void sdp_zc_pace_learn(uint32_t *pace, uint64_t took_ns,
+				     uint64_t bytes, int slept)
+{
+	uint64_t s;
+
+	if (!bytes)
+		return;
+	if (slept) {
+		*pace -= *pace / 8;
+		return;
+	}
+	s = took_ns / ((bytes + 1023) / 1024);
+	if (s > UINT32_MAX)
+		s = UINT32_MAX;
+	if (!*pace)
+		*pace = (uint32_t)s;
+	else
+		*pace = (uint32_t)((int64_t)*pace + ((int64_t)s - *pace) / 4);
+}
+
 /* One RDMA READ or WRITE of n bytes between local `buf` and the peer's
  * (raddr, rkey), waited for in this locked section (completions met on the
  * way are processed as the progress step would).  0, or -errno after the

@@ -61,6 +61,12 @@ static struct sdp_zc_adv *first_live(struct sdp_zc_tx *zt)
 	return adv_at(zt, zt->n - zt->live);
 }
 
+/* Bytes of `a` the sink has yet to read. */
+static uint32_t zc_unread(const struct sdp_zc_adv *a)
+{
+	return a->len - a->inl - a->rd_done;
+}
+
 /* How many SrcAvails may be outstanding now. */
 static uint32_t zc_window(const struct sdp_conn *c)
 {
@@ -202,7 +208,9 @@ ssize_t sdp_zcopy_send_locked(struct sdp_conn *c, const struct iovec *iov,
 	size_t next = skip, taken = 0;
 	const uint8_t *p = NULL;
 	int stop = 0, more = 1, declined = 0, r;
-	uint32_t len;
+	uint32_t len, due_bytes = 0;
+	uint64_t since = 0;
+	int waited = -1;		/* wait_rdma's last result */
 
 	*end = SDP_ZC_DONE;
 	*stop_err = 0;
@@ -235,6 +243,13 @@ ssize_t sdp_zcopy_send_locked(struct sdp_conn *c, const struct iovec *iov,
 		uint64_t now, dl;
 
 		sdp_conn_progress_locked(c);
+		/* The sink's progress ended our last wait: learn its pace. */
+		if (waited >= 0 && zt->progress_ns != since) {
+			sdp_zc_pace_learn(&c->zc_pace[SDP_ZC_PACE_SOURCE],
+					  zt->progress_ns - since, due_bytes,
+					  waited == 1);
+			waited = -1;
+		}
 		/* Ended advertisements are the oldest ones (in-order
 		 * consumption): take them off the window. */
 		while (zt->n && adv_at(zt, 0)->ended) {
@@ -280,10 +295,16 @@ ssize_t sdp_zcopy_send_locked(struct sdp_conn *c, const struct iovec *iov,
 		dl = cancel_dl ? cancel_dl : zt->progress_ns + adv_ns;
 		if (!stop && deadline_ns && deadline_ns < dl)
 			dl = deadline_ns;
-		/* The sink's RdmaRdCompl is due once it reads: wait_rdma. */
+		/* The sink's RdmaRdCompl is due once it reads: wait_rdma,
+		 * at the pace the sink has read the earlier ones. */
+		since = zt->progress_ns;
+		due_bytes = zt->live ? zc_unread(first_live(zt)) : 0;
 		pthread_mutex_unlock(&c->lock);
-		r = sdp_conn_wait_rdma(c, seq, dl, zt->progress_ns);
+		r = sdp_conn_wait_rdma(c, seq, dl, since,
+				       sdp_zc_due(c->zc_pace[SDP_ZC_PACE_SOURCE],
+						  since, due_bytes));
 		pthread_mutex_lock(&c->lock);
+		waited = r;
 		if (r == -EINTR && !stop) {
 			stop = -EINTR;
 			zc_request_cancel(c);
@@ -349,7 +370,7 @@ int sdp_zcopy_rx_rd_compl_locked(struct sdp_conn *c, const struct sdp_msg *m)
 	/* In stream order: the oldest live advertisement first. */
 	while (left) {
 		struct sdp_zc_adv *a = first_live(zt);
-		uint32_t rest = a->len - a->inl - a->rd_done;
+		uint32_t rest = zc_unread(a);
 		uint32_t k = left < rest ? left : rest;
 
 		a->rd_done += k;

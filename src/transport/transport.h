@@ -273,11 +273,15 @@ struct sdp_transport_ops {
 	 * brings within its transfer time: the completion of our RDMA READ
 	 * or WRITE, or the peer's RdmaRdCompl for a buffer of ours that it
 	 * is reading.  `since_ns` (CLOCK_MONOTONIC) is when that transfer
-	 * began or last showed progress.  Such news is due, not merely
-	 * possible, so a transport may poll for it rather than sleep, for a
-	 * budget counted from `since_ns` (verbs: SDP_VERBS_RDMA_SPIN_US). */
+	 * began or last showed progress, `due_ns` when the caller expects
+	 * the news (0: no idea).  Such news is due, not merely possible, so
+	 * a transport may poll for it around due_ns rather than sleep
+	 * (verbs: SDP_VERBS_RDMA_SPIN_US).  Calls for one transfer pass the
+	 * same since_ns and due_ns.  Returns 0 for news found while polling,
+	 * 1 for news that woke it from a sleep (due_ns was late, or the news
+	 * was something else), or wait()'s -ETIMEDOUT / -EINTR. */
 	int (*wait_rdma)(struct sdp_qp *qp, uint32_t seq, int timeout_ms,
-			 uint64_t since_ns);
+			 uint64_t since_ns, uint64_t due_ns);
 	void (*kick)(struct sdp_qp *qp);
 	int (*event_fd)(struct sdp_qp *qp);
 	int (*req_notify)(struct sdp_qp *qp);
@@ -371,12 +375,16 @@ static inline int sdp_post_recv(struct sdp_qp *qp, const struct sdp_recv_wr *wr)
 }
 
 static inline int sdp_tp_wait_rdma(struct sdp_qp *qp, uint32_t seq,
-				   int timeout_ms, uint64_t since_ns)
+				   int timeout_ms, uint64_t since_ns,
+				   uint64_t due_ns)
 {
 	const struct sdp_transport_ops *o = SDP_TP(qp);
+	int r;
 
-	return o->wait_rdma ? o->wait_rdma(qp, seq, timeout_ms, since_ns) :
-			      o->wait(qp, seq, timeout_ms);
+	if (o->wait_rdma)
+		return o->wait_rdma(qp, seq, timeout_ms, since_ns, due_ns);
+	r = o->wait(qp, seq, timeout_ms);
+	return r == 0 ? 1 : r;
 }
 
 static inline int sdp_poll_cq(struct sdp_qp *qp, struct sdp_wc *wc, int max)

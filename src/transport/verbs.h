@@ -265,7 +265,7 @@ void sdp__verbs_push_event(struct vb_qp *qp, enum sdp_cm_event_type type,
 uint32_t sdp__verbs_wait_seq(struct sdp_qp *qp);
 int sdp__verbs_wait(struct sdp_qp *qp, uint32_t seq, int timeout_ms);
 int sdp__verbs_wait_rdma(struct sdp_qp *qp, uint32_t seq, int timeout_ms,
-			 uint64_t since_ns);
+			 uint64_t since_ns, uint64_t due_ns);
 void sdp__verbs_kick(struct sdp_qp *qp);
 int sdp__verbs_event_fd(struct sdp_qp *qp);
 int sdp__verbs_req_notify(struct sdp_qp *qp);

@@ -818,7 +818,8 @@ uint32_t sdp__verbs_wait_seq(struct sdp_qp *q)
 enum vb_poll_end { VB_POLL_NONE, VB_POLL_NEWS, VB_POLL_SIGNAL };
 
 /* Poll the device CQ until `seq` moves or `end`.  `yield`: give the CPU
- * away between looks (wait_rdma), and stop at a signal handler. */
+ * away between looks (wait_rdma), and stop at a signal handler or a
+ * pthread_cancel. */
 static enum vb_poll_end poll_until(struct vb_qp *qp, uint32_t seq,
 				   uint64_t end, bool yield)
 {
@@ -848,6 +849,11 @@ static enum vb_poll_end poll_until(struct vb_qp *qp, uint32_t seq,
 			r = VB_POLL_SIGNAL;
 			break;
 		}
+		/* pthread_cancel marked us (we publish no wait word while
+		 * polling): the futex sleep that follows acts on it. */
+		if (atomic_load_explicit(&sdp_cancel_me.requested,
+					 memory_order_relaxed))
+			break;
 		sched_yield();
 	} while (sdp__verbs_now_ns() < end);
 	atomic_store(&d->polled_ns, sdp__verbs_coarse_ns());
@@ -867,29 +873,14 @@ static bool spin_for_news(struct vb_qp *qp, uint32_t seq)
 	       VB_POLL_NEWS;
 }
 
-int sdp__verbs_wait(struct sdp_qp *q, uint32_t seq, int timeout_ms)
+/* The futex sleep of wait(): until `seq` moves, a signal (-EINTR) or
+ * `tsp` (relative; NULL: none) passes (-ETIMEDOUT). */
+static int sleep_for_news(struct vb_qp *qp, uint32_t seq,
+			  const struct timespec *tsp)
 {
-	struct vb_qp *qp = VB_QP(q);
-	struct timespec ts, *tsp = NULL;
 	struct vb_dev *d;
 	int r;
 
-	if (timeout_ms >= 0) {
-		ts.tv_sec = timeout_ms / 1000;
-		ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000L;
-		tsp = &ts;
-	}
-	if (sdp__verbs_inherited(qp->epoch)) {
-		sdp__verbs_orphan(qp);	/* its flush is the news */
-		return 0;
-	}
-	if (timeout_ms == 0) {		/* a look, no sleep: no arm */
-		if (qp->dev)
-			sdp__verbs_dev_drain(qp->dev);
-		return atomic_load(&qp->seq) != seq ? 0 : -ETIMEDOUT;
-	}
-	if (spin_for_news(qp, seq))
-		return 0;
 	atomic_fetch_add(&qp->waiters, 1);
 	/* Read once: a connecting QP gets its device while it sleeps. */
 	d = __atomic_load_n(&qp->dev, __ATOMIC_ACQUIRE);
@@ -916,43 +907,97 @@ int sdp__verbs_wait(struct sdp_qp *q, uint32_t seq, int timeout_ms)
 	return r;
 }
 
-/*
- * wait(), for news an RDMA in flight brings (transport.h).  Its end is
- * due, so poll for it through the whole transfer, up to rdma_spin_ns
- * after `since_ns`, instead of the usual short spin and sleep: the sleep's
- * wake-up (completion channel -> event thread -> futex) lands after the
- * news, on the critical path of every ZCopy message.  Yield between looks:
- * on a software device (rxe, siw) the RDMA itself is kernel work that may
- * need this CPU, and a plain spin slowed 1 MiB READs by 15% on two vCPUs;
- * with a CPU to ourselves sched_yield() returns at once.  Measured in
- * docs/BENCHMARKS-VM.md, session 16.
- */
-int sdp__verbs_wait_rdma(struct sdp_qp *q, uint32_t seq, int timeout_ms,
-			 uint64_t since_ns)
+static struct timespec ns_to_ts(uint64_t ns)
+{
+	return (struct timespec){ .tv_sec = (time_t)(ns / 1000000000ull),
+				  .tv_nsec = (long)(ns % 1000000000ull) };
+}
+
+int sdp__verbs_wait(struct sdp_qp *q, uint32_t seq, int timeout_ms)
 {
 	struct vb_qp *qp = VB_QP(q);
-	uint64_t now = sdp__verbs_now_ns(), end = since_ns + sdp__vb.rdma_spin_ns;
-	uint64_t tmo_ns = timeout_ms >= 0 ? (uint64_t)timeout_ms * 1000000ull : 0;
-	enum vb_poll_end r;
+	struct timespec ts;
 
-	if (timeout_ms >= 0 && end > now + tmo_ns)
-		end = now + tmo_ns;
-	if (!sdp__vb.rdma_spin_ns || end <= now ||
-	    sdp__verbs_inherited(qp->epoch))
-		return sdp__verbs_wait(q, seq, timeout_ms);
-	r = poll_until(qp, seq, end, true);
-	if (r == VB_POLL_NEWS)
+	if (sdp__verbs_inherited(qp->epoch)) {
+		sdp__verbs_orphan(qp);	/* its flush is the news */
 		return 0;
-	if (r == VB_POLL_SIGNAL)
-		return -EINTR;
-	if (timeout_ms >= 0) {
-		uint64_t spent = sdp__verbs_now_ns() - now;
-
-		if (spent >= tmo_ns)
-			return -ETIMEDOUT;
-		timeout_ms = (int)((tmo_ns - spent + 999999) / 1000000);
 	}
-	return sdp__verbs_wait(q, seq, timeout_ms);
+	if (timeout_ms == 0) {		/* a look, no sleep: no arm */
+		if (qp->dev)
+			sdp__verbs_dev_drain(qp->dev);
+		return atomic_load(&qp->seq) != seq ? 0 : -ETIMEDOUT;
+	}
+	if (spin_for_news(qp, seq))
+		return 0;
+	if (timeout_ms < 0)
+		return sleep_for_news(qp, seq, NULL);
+	ts = ns_to_ts((uint64_t)timeout_ms * 1000000ull);
+	return sleep_for_news(qp, seq, &ts);
+}
+
+/*
+ * wait(), for news an RDMA in flight brings (transport.h).  Its end is
+ * due, so poll for it rather than sleep to it: the sleep's wake-up
+ * (completion channel -> event thread -> futex) lands after the news, on
+ * the critical path of every ZCopy message.  With a due time, sleep
+ * through the first three quarters of the transfer and poll the rest, so
+ * that the CPU spent polling is a fraction of the transfer; without one,
+ * or when the whole wait is due within wait()'s own spin (a sleep and its
+ * wake-up would cost more than the wait: hardware RDMA of a few hundred
+ * KiB), poll from the start.  Either way for at most rdma_spin_ns.  Yield
+ * between looks: on a software device (rxe, siw) the RDMA itself is kernel
+ * work that may need this CPU (a plain spin slowed 1 MiB READs by 15% on
+ * two vCPUs); with a CPU to ourselves sched_yield() returns at once.
+ * docs/DESIGN.md, "Verbs: waiting for an RDMA in flight".
+ */
+int sdp__verbs_wait_rdma(struct sdp_qp *q, uint32_t seq, int timeout_ms,
+			 uint64_t since_ns, uint64_t due_ns)
+{
+	struct vb_qp *qp = VB_QP(q);
+	uint64_t now = sdp__verbs_now_ns(), wake = since_ns, end;
+	uint64_t tmo_end = UINT64_MAX;
+	struct timespec ts;
+	enum vb_poll_end p;
+	int r;
+
+	if (!sdp__vb.rdma_spin_ns || sdp__verbs_inherited(qp->epoch) ||
+	    timeout_ms == 0) {
+		r = sdp__verbs_wait(q, seq, timeout_ms);
+		return r == 0 ? 1 : r;
+	}
+	if (timeout_ms > 0)
+		tmo_end = now + (uint64_t)timeout_ms * 1000000ull;
+	/* Poll from `wake` to `end`: repeated calls for one transfer (the
+	 * same since_ns and due_ns) share that window. */
+	if (due_ns > since_ns + sdp__vb.spin_ns)
+		wake = due_ns - (due_ns - since_ns) / 4;
+	end = wake + sdp__vb.rdma_spin_ns;
+	if (wake > now) {
+		ts = ns_to_ts((wake < tmo_end ? wake : tmo_end) - now);
+		r = sleep_for_news(qp, seq, &ts);
+		if (r != -ETIMEDOUT)
+			return r == 0 ? 1 : r;
+		now = sdp__verbs_now_ns();
+		if (now >= tmo_end)
+			return -ETIMEDOUT;
+	}
+	if (now < end) {
+		p = poll_until(qp, seq, end < tmo_end ? end : tmo_end, true);
+		if (p == VB_POLL_NEWS)
+			return 0;
+		if (p == VB_POLL_SIGNAL)
+			return -EINTR;
+		now = sdp__verbs_now_ns();
+		if (now >= tmo_end)
+			return -ETIMEDOUT;
+	}
+	if (tmo_end == UINT64_MAX)
+		r = sleep_for_news(qp, seq, NULL);
+	else {
+		ts = ns_to_ts(tmo_end - now);
+		r = sleep_for_news(qp, seq, &ts);
+	}
+	return r == 0 ? 1 : r;
 }
 
 void sdp__verbs_kick(struct sdp_qp *q)

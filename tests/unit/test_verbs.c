@@ -219,18 +219,20 @@ static void *wait_rdma_thread(void *arg)
 	struct rdma_waiter *w = arg;
 	uint64_t t0 = ms();
 
-	w->r = OPS->wait_rdma(w->qp, w->seq, 5000, mono_ns());
+	w->r = OPS->wait_rdma(w->qp, w->seq, 5000, mono_ns(), 0);
 	w->took_ms = ms() - t0;
 	return NULL;
 }
 
 /*
- * wait_rdma(), with SDP_VERBS_RDMA_SPIN_US at 1 s (main()), so that it
- * polls throughout each case: the completion of an RDMA READ in flight
- * ends it; with nothing due it keeps to its timeout, not to its budget;
- * and a signal handler that runs while it polls ends it with EINTR, as
- * the futex sleep would (else the signal is lost: it sleeps to the
- * timeout).  `rd` is the READ just done into `back` from `src`.
+ * wait_rdma(), with SDP_VERBS_RDMA_SPIN_US at 1 s (main()), so that a
+ * poll lasts each case through: the completion of an RDMA READ in flight
+ * ends it, found by polling (0) when no due time is given, and waking it
+ * from its sleep (1) when the due time is far ahead; with nothing due it
+ * keeps to its timeout, not to its budget; and a signal handler that runs
+ * while it polls ends it with EINTR, as the futex sleep would (else the
+ * signal is lost: it sleeps to the timeout).  `rd` is the READ just done
+ * into `back` from `src`.
  */
 static void test_wait_rdma(struct sdp_qp *a, struct sdp_send_wr *rd,
 			   uint8_t *back, const uint8_t *src, size_t len)
@@ -243,19 +245,28 @@ static void test_wait_rdma(struct sdp_qp *a, struct sdp_send_wr *rd,
 	int r;
 
 	REQUIRE(OPS->wait_rdma, "verbs has wait_rdma");
-	memset(back, 0, len);
-	rd->wr_id = 10;
-	w.seq = OPS->wait_seq(a);
-	CHECK(OPS->post_send(a, rd) == 0, "rdma read for wait_rdma");
-	r = OPS->wait_rdma(a, w.seq, 5000, mono_ns());
-	CHECK(r == 0, "wait_rdma on a READ in flight: %d", r);
-	r = poll_n(a, wc, 1, 5000);
-	CHECK(r == 1 && wc[0].status == SDP_WC_SUCCESS && wc[0].wr_id == 10,
-	      "wait_rdma READ wc r=%d st=%d", r, wc[0].status);
-	CHECK(!memcmp(src, back, len), "wait_rdma READ data");
+	for (int due_far = 0; due_far < 2; due_far++) {
+		uint64_t now;
+
+		memset(back, 0, len);
+		rd->wr_id = 10;
+		w.seq = OPS->wait_seq(a);
+		CHECK(OPS->post_send(a, rd) == 0, "rdma read for wait_rdma");
+		now = mono_ns();
+		/* Due in 60 s: it sleeps until 45 s, and the READ wakes it. */
+		r = OPS->wait_rdma(a, w.seq, 30000, now,
+				   due_far ? now + 60000000000ull : 0);
+		CHECK(r == due_far, "wait_rdma on a READ in flight, due %s: %d",
+		      due_far ? "in 60 s" : "unknown", r);
+		r = poll_n(a, wc, 1, 5000);
+		CHECK(r == 1 && wc[0].status == SDP_WC_SUCCESS &&
+		      wc[0].wr_id == 10, "wait_rdma READ wc r=%d st=%d", r,
+		      wc[0].status);
+		CHECK(!memcmp(src, back, len), "wait_rdma READ data");
+	}
 
 	t0 = ms();
-	r = OPS->wait_rdma(a, OPS->wait_seq(a), 50, mono_ns());
+	r = OPS->wait_rdma(a, OPS->wait_seq(a), 50, mono_ns(), 0);
 	t0 = ms() - t0;
 	CHECK(r == -ETIMEDOUT && t0 >= 40 && t0 < 1000,
 	      "wait_rdma with nothing due, 50 ms: %d after %llu ms", r,
