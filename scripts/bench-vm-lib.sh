@@ -52,13 +52,18 @@ sc_once() { # mode size thresh MiB
 # BENCH_TIME): no process start, connection set-up or close in it, and no
 # other program's reads and writes per message.  The server (rxe-b) sends
 # and the client (rxe-a) receives, so the sink RDMA-reads from rxe-b as
-# ib_read_bw's client does.  Optional third argument: the libsdp.so.
-zs() { # size thresh [lib] -> Gbit/s
+# ib_read_bw's client does.  Optional third argument: the libsdp.so;
+# ZS_ENV: more settings for both ends (K=V,K=V); ZS_CPU=1 appends the CPU
+# seconds both processes spent per GB moved.
+zs() { # size thresh [lib] -> Gbit/s [cpu-s/GB]
+	local kv ea=()
+	for kv in ${ZS_ENV//,/ }; do ea+=(--env "$kv"); done
 	"$PWD/$B/bin/sdpperf" --workload stream --transports sdp --size "$1" \
-		--env SDP_TRANSPORT=verbs --env SDP_ZCOPY_THRESH="$2" \
+		--env SDP_TRANSPORT=verbs --env SDP_ZCOPY_THRESH="$2" "${ea[@]}" \
 		--server-ip $S --client-ip $A --time $T --warmup 1 \
 		--lib "${3:-$SDP_RUN_LIBRARY}" 2>/dev/null |
-		awk '$1 == "sdp" && $3 + 0 > 0 {printf "%.2f\n", $3}'
+		awk -v cpu="${ZS_CPU:-}" '$1 == "sdp" && $3 + 0 > 0 {
+			if (cpu) printf "%.2f %.1f\n", $3, $6; else printf "%.2f\n", $3}'
 }
 # Streaming rate, as perftest and iperf3 report it: without the start of
 # the processes, the connection set-up and the close, which under TCG take

@@ -77,9 +77,10 @@
  * never spins).  SDP_VERBS_SPIN_US overrides; 0 switches it off. */
 #define VB_SPIN_US	200
 #define VB_SPIN_RECENT_MS 100
-/* wait_rdma(): poll (yielding) for news an RDMA in flight brings, up to
- * this long after the transfer began or last moved, before sleeping.
- * SDP_VERBS_RDMA_SPIN_US overrides; 0 switches it off. */
+/* wait_rdma(): poll (yielding) for news an RDMA in flight brings for at
+ * most this long per transfer, from three quarters of its expected time
+ * (or its start), before sleeping.  SDP_VERBS_RDMA_SPIN_US overrides; 0
+ * switches it off. */
 #define VB_RDMA_SPIN_US	20000
 /* After an application thread polled the shared CQ, it stays unarmed this
  * long (verbs_dev.c, "Arming the shared CQ"): that thread will likely poll

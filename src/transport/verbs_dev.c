@@ -805,16 +805,6 @@ uint32_t sdp__verbs_wait_seq(struct sdp_qp *q)
 	return atomic_load(&VB_QP(q)->seq);
 }
 
-/*
- * Bounded busy-poll of the device CQ before sleeping.  Why: the sleeping
- * path is completion channel -> event thread (epoll, get/ack the event,
- * re-arm, drain) -> futex wake -> this thread; in a request/response
- * exchange that is several context switches per message, far more than
- * the message itself costs.  Polling the CQ is a read of memory the
- * device shares with us.  Only on a QP that had a completion recently, so
- * an idle connection goes straight to sleep; never longer than spin_ns.
- * True when news arrived.
- */
 enum vb_poll_end { VB_POLL_NONE, VB_POLL_NEWS, VB_POLL_SIGNAL };
 
 /* Poll the device CQ until `seq` moves or `end`.  `yield`: give the CPU
@@ -862,6 +852,16 @@ static enum vb_poll_end poll_until(struct vb_qp *qp, uint32_t seq,
 	return r;
 }
 
+/*
+ * Bounded busy-poll of the device CQ before sleeping.  Why: the sleeping
+ * path is completion channel -> event thread (epoll, get/ack the event,
+ * re-arm, drain) -> futex wake -> this thread; in a request/response
+ * exchange that is several context switches per message, far more than
+ * the message itself costs.  Polling the CQ is a read of memory the
+ * device shares with us.  Only on a QP that had a completion recently, so
+ * an idle connection goes straight to sleep; never longer than spin_ns.
+ * True when news arrived.
+ */
 static bool spin_for_news(struct vb_qp *qp, uint32_t seq)
 {
 	uint64_t now = sdp__verbs_now_ns();
