@@ -57,7 +57,7 @@ sc_once() { # mode size thresh MiB
 # seconds both processes spent per GB moved.
 zs() { # size thresh [lib] -> Gbit/s [cpu-s/GB]
 	local kv ea=()
-	for kv in ${ZS_ENV//,/ }; do ea+=(--env "$kv"); done
+	for kv in ${ZS_ENV:+${ZS_ENV//,/ }}; do ea+=(--env "$kv"); done
 	"$PWD/$B/bin/sdpperf" --workload stream --transports sdp --size "$1" \
 		--env SDP_TRANSPORT=verbs --env SDP_ZCOPY_THRESH="$2" "${ea[@]}" \
 		--server-ip $S --client-ip $A --time $T --warmup 1 \
