@@ -118,6 +118,13 @@ static int wake_for_cancel(struct sdp_cancel_rec *t)
 	return 1;
 }
 
+int sdp_cancel_actionable(void)
+{
+	struct sdp_cancel_rec *t = &sdp_cancel_me;
+
+	return atomic_load(&t->requested) && !t->woke && app_enabled(t);
+}
+
 static void disable_for_call(struct sdp_cancel_rec *t)
 {
 	if (t->disabled_by_us)

@@ -135,6 +135,11 @@ struct timespec;
 int sdp_cancel_futex_wait(_Atomic uint32_t *word, uint32_t val,
 			  const struct timespec *ts, int private);
 
+/* A pthread_cancel of this thread is marked, not yet acted on, and the
+ * application's state lets it act: a wait that would sleep returns -EINTR
+ * for it (for a thread that polls instead of sleeping, verbs_dev.c). */
+int sdp_cancel_actionable(void);
+
 /* This call's wait already returned -EINTR for a cancel: the engine must
  * not take that for a signal to restart after (SA_RESTART). */
 static inline int sdp_cancel_woke(void)

@@ -485,7 +485,8 @@ static inline size_t sdp_iov_total(const struct iovec *iov, int iovcnt)
 int sdp_conn_wait(struct sdp_conn *c, uint32_t seq, uint64_t deadline_ns);
 /* The same for news an RDMA in flight since `since_ns` brings, expected at
  * `due_ns` (0: unknown): the transport's wait_rdma, which may poll for it.
- * 0 (found polling), 1 (woken from a sleep), -EINTR or -ETIMEDOUT. */
+ * Its result: 0 (found polling), 1 (woken before polling), 2 (woken after
+ * polling), -EINTR or -ETIMEDOUT. */
 int sdp_conn_wait_rdma(struct sdp_conn *c, uint32_t seq, uint64_t deadline_ns,
 		       uint64_t since_ns, uint64_t due_ns);
 

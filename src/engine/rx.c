@@ -434,7 +434,7 @@ int sdp_conn_wait(struct sdp_conn *c, uint32_t seq, uint64_t deadline_ns)
 }
 
 /* The same, for news an RDMA in flight since `since_ns` brings, expected
- * at `due_ns` (transport.h, wait_rdma: 0 polled, 1 slept). */
+ * at `due_ns` (transport.h, wait_rdma). */
 int sdp_conn_wait_rdma(struct sdp_conn *c, uint32_t seq, uint64_t deadline_ns,
 		       uint64_t since_ns, uint64_t due_ns)
 {

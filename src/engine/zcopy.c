@@ -392,7 +392,7 @@ int sdp_zcopy_rdma_locked(struct sdp_conn *c, int write, void *buf,
 		return -ECONNRESET;
 	}
 	sdp_zc_pace_learn(&c->zc_pace[write], sdp_now_ns() - posted_ns, n,
-			  last == 1);
+			  last);
 	*done_mr = mr;
 	return 0;
 }

@@ -170,10 +170,12 @@ void sdp_zcopy_flush_ctl_locked(struct sdp_conn *c);
  * sleep until shortly before then and poll from there): `bytes` at the
  * pace this connection's waits of that kind have had, per KiB.  0 (no
  * idea yet) until one is learned.  The pace follows the waits that ended
- * while polling (they are exact); one that ended while asleep (the news
- * came first: the due time was late, or that sample holds a wake-up)
- * moves it 1/8 earlier, so a late estimate does not feed on its own
- * wake-ups (docs/DESIGN.md, "Verbs: waiting for an RDMA in flight").
+ * while polling (they are exact) or after it (late by a wake-up at most,
+ * and later than the pace: it must grow).  One that ended in the sleep
+ * before polling (the news came first: the due time was late, or that
+ * sample holds a wake-up) moves it 1/8 earlier instead, so a late
+ * estimate does not feed on its own wake-ups (docs/DESIGN.md, "Verbs:
+ * waiting for an RDMA in flight").
  */
 enum { SDP_ZC_PACE_READ, SDP_ZC_PACE_WRITE, SDP_ZC_PACE_SOURCE };
 
@@ -184,15 +186,15 @@ static inline uint64_t sdp_zc_due(uint32_t pace, uint64_t since_ns,
 			       0;
 }
 
-/* A wait of `took_ns` for `bytes` ended; `slept`: wait_rdma returned 1. */
+/* A wait of `took_ns` for `bytes` ended; `how`: wait_rdma's last result. */
 static inline void sdp_zc_pace_learn(uint32_t *pace, uint64_t took_ns,
-				     uint64_t bytes, int slept)
+				     uint64_t bytes, int how)
 {
 	uint64_t s;
 
 	if (!bytes)
 		return;
-	if (slept) {
+	if (how == 1) {
 		*pace -= *pace / 8;
 		return;
 	}

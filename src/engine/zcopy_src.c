@@ -247,7 +247,7 @@ ssize_t sdp_zcopy_send_locked(struct sdp_conn *c, const struct iovec *iov,
 		if (waited >= 0 && zt->progress_ns != since) {
 			sdp_zc_pace_learn(&c->zc_pace[SDP_ZC_PACE_SOURCE],
 					  zt->progress_ns - since, due_bytes,
-					  waited == 1);
+					  waited);
 			waited = -1;
 		}
 		/* Ended advertisements are the oldest ones (in-order

@@ -277,9 +277,12 @@ struct sdp_transport_ops {
 	 * the news (0: no idea).  Such news is due, not merely possible, so
 	 * a transport may poll for it around due_ns rather than sleep
 	 * (verbs: SDP_VERBS_RDMA_SPIN_US).  Calls for one transfer pass the
-	 * same since_ns and due_ns.  Returns 0 for news found while polling,
-	 * 1 for news that woke it from a sleep (due_ns was late, or the news
-	 * was something else), or wait()'s -ETIMEDOUT / -EINTR. */
+	 * same since_ns and due_ns.  Returns 0 for news found while polling
+	 * (or there before it slept), 1 for news that woke it from a sleep
+	 * before it polled (due_ns was late, or the news was something
+	 * else), 2 for news that woke it from a sleep after its polling
+	 * (due_ns was early, or the transfer slow), or wait()'s -ETIMEDOUT /
+	 * -EINTR. */
 	int (*wait_rdma)(struct sdp_qp *qp, uint32_t seq, int timeout_ms,
 			 uint64_t since_ns, uint64_t due_ns);
 	void (*kick)(struct sdp_qp *qp);

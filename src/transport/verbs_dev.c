@@ -379,24 +379,18 @@ static int set_nonblock(int fd)
 
 static void vb_atfork_child(void);
 
-/* Called with init_lock held: the CM channel and the event thread. */
-static int vb_start(void)
+/* The SDP_VERBS_* settings, once per process image: a fork() child keeps
+ * them (and does not report a bad one again), an exec reads them anew.
+ * Out-of-range or malformed values are reported and the default kept
+ * (sdp_env_u32). */
+static void read_settings(void)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
-	struct ibv_device **list;
-	static bool atfork_done;	/* inherited by children: once */
-	sigset_t all, old;
+	static bool done;
 	uint32_t v;
-	int r;
 
-	if (!atfork_done) {
-		if (sdp_atfork_add(SDP_ATFORK_INNER, NULL, NULL,
-				   vb_atfork_child))
-			return -ENOMEM;
-		atfork_done = true;
-	}
-	/* Out-of-range or malformed values are reported and the default
-	 * kept (sdp_env_u32). */
+	if (done)
+		return;
+	done = true;
 	v = VB_ACK_TIMEOUT;
 	sdp_env_u32("SDP_VERBS_ACK_TIMEOUT", &v, 1, 31);
 	sdp__vb.ack_timeout = (uint8_t)v;
@@ -409,6 +403,24 @@ static int vb_start(void)
 	v = VB_RDMA_SPIN_US;
 	sdp_env_u32("SDP_VERBS_RDMA_SPIN_US", &v, 0, 1000000);
 	sdp__vb.rdma_spin_ns = v * 1000ull;
+}
+
+/* Called with init_lock held: the CM channel and the event thread. */
+static int vb_start(void)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	struct ibv_device **list;
+	static bool atfork_done;	/* inherited by children: once */
+	sigset_t all, old;
+	int r;
+
+	if (!atfork_done) {
+		if (sdp_atfork_add(SDP_ATFORK_INNER, NULL, NULL,
+				   vb_atfork_child))
+			return -ENOMEM;
+		atfork_done = true;
+	}
+	read_settings();
 	list = ibv_get_device_list(&sdp__vb.ndevices);
 	if (!list || sdp__vb.ndevices == 0) {
 		if (list)
@@ -807,14 +819,15 @@ uint32_t sdp__verbs_wait_seq(struct sdp_qp *q)
 
 enum vb_poll_end { VB_POLL_NONE, VB_POLL_NEWS, VB_POLL_SIGNAL };
 
-/* Poll the device CQ until `seq` moves or `end`.  `yield`: give the CPU
- * away between looks (wait_rdma), and stop at a signal handler or a
- * pthread_cancel. */
+/* Poll the device CQ until `seq` moves or `end`.  With `sig` (wait_rdma):
+ * give the CPU away between looks, stop when that handler count moves
+ * (sigseen.h: the futex sleep would have ended with EINTR) and at a
+ * pthread_cancel that can act.  Without (wait()'s short spin): pause. */
 static enum vb_poll_end poll_until(struct vb_qp *qp, uint32_t seq,
-				   uint64_t end, bool yield)
+				   uint64_t end, const unsigned *sig)
 {
 	struct vb_dev *d = qp->dev;
-	unsigned sig0 = sdp_sig_seen;
+	unsigned sig0 = sig ? *sig : 0;
 	enum vb_poll_end r = VB_POLL_NONE;
 
 	if (!d)
@@ -829,20 +842,19 @@ static enum vb_poll_end poll_until(struct vb_qp *qp, uint32_t seq,
 			r = VB_POLL_NEWS;
 			break;
 		}
-		if (!yield) {
+		if (!sig) {
 			__builtin_ia32_pause();
 			continue;
 		}
-		/* A handler ran: the futex sleep would have ended with
-		 * EINTR, and the caller's call may have to (sigseen.h). */
-		if (sdp_sig_seen != sig0) {
+		if (*sig != sig0) {
 			r = VB_POLL_SIGNAL;
 			break;
 		}
 		/* pthread_cancel marked us (we publish no wait word while
 		 * polling): the futex sleep that follows acts on it. */
 		if (atomic_load_explicit(&sdp_cancel_me.requested,
-					 memory_order_relaxed))
+					 memory_order_relaxed) &&
+		    sdp_cancel_actionable())
 			break;
 		sched_yield();
 	} while (sdp__verbs_now_ns() < end);
@@ -869,7 +881,7 @@ static bool spin_for_news(struct vb_qp *qp, uint32_t seq)
 	if (!sdp__vb.spin_ns ||
 	    now - atomic_load(&qp->news_ns) > VB_SPIN_RECENT_MS * 1000000ull)
 		return false;
-	return poll_until(qp, seq, now + sdp__vb.spin_ns, false) ==
+	return poll_until(qp, seq, now + sdp__vb.spin_ns, NULL) ==
 	       VB_POLL_NEWS;
 }
 
@@ -965,6 +977,8 @@ int sdp__verbs_wait_rdma(struct sdp_qp *q, uint32_t seq, int timeout_ms,
 		r = sdp__verbs_wait(q, seq, timeout_ms);
 		return r == 0 ? 1 : r;
 	}
+	if (atomic_load(&qp->seq) != seq)
+		return 0;		/* here before any sleep */
 	if (timeout_ms > 0)
 		tmo_end = now + (uint64_t)timeout_ms * 1000000ull;
 	/* Poll from `wake` to `end`: repeated calls for one transfer (the
@@ -982,8 +996,14 @@ int sdp__verbs_wait_rdma(struct sdp_qp *q, uint32_t seq, int timeout_ms,
 			return -ETIMEDOUT;
 	}
 	if (now < end) {
-		p = poll_until(qp, seq, end < tmo_end ? end : tmo_end, true);
-		if (p == VB_POLL_NEWS)
+		/* Timed, the futex sleep ends at any handler; untimed, the
+		 * kernel restarts it after an SA_RESTART one. */
+		p = poll_until(qp, seq, end < tmo_end ? end : tmo_end,
+			       tmo_end == UINT64_MAX ? &sdp_sig_seen_norestart :
+						       &sdp_sig_seen);
+		/* A last look: news after it skipped the progress thread
+		 * (we counted as a spinner), and our caller may not poll. */
+		if (p == VB_POLL_NEWS || atomic_load(&qp->seq) != seq)
 			return 0;
 		if (p == VB_POLL_SIGNAL)
 			return -EINTR;
@@ -997,7 +1017,7 @@ int sdp__verbs_wait_rdma(struct sdp_qp *q, uint32_t seq, int timeout_ms,
 		ts = ns_to_ts(tmo_end - now);
 		r = sleep_for_news(qp, seq, &ts);
 	}
-	return r == 0 ? 1 : r;
+	return r == 0 ? 2 : r;
 }
 
 void sdp__verbs_kick(struct sdp_qp *q)

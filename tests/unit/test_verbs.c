@@ -20,6 +20,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,6 +213,7 @@ struct rdma_waiter {
 	uint32_t seq;
 	int r;
 	uint64_t took_ms;
+	_Atomic int started;
 };
 
 static void *wait_rdma_thread(void *arg)
@@ -219,6 +221,7 @@ static void *wait_rdma_thread(void *arg)
 	struct rdma_waiter *w = arg;
 	uint64_t t0 = ms();
 
+	atomic_store(&w->started, 1);
 	w->r = OPS->wait_rdma(w->qp, w->seq, 5000, mono_ns(), 0);
 	w->took_ms = ms() - t0;
 	return NULL;
@@ -232,7 +235,8 @@ static void *wait_rdma_thread(void *arg)
  * keeps to its timeout, not to its budget; and a signal handler that runs
  * while it polls ends it with EINTR, as the futex sleep would (else the
  * signal is lost: it sleeps to the timeout).  `rd` is the READ just done
- * into `back` from `src`.
+ * into `back` from `src`.  News already there when it is called is
+ * "found polling" (0): it slept for none of it.
  */
 static void test_wait_rdma(struct sdp_qp *a, struct sdp_send_wr *rd,
 			   uint8_t *back, const uint8_t *src, size_t len)
@@ -265,6 +269,9 @@ static void test_wait_rdma(struct sdp_qp *a, struct sdp_send_wr *rd,
 		CHECK(!memcmp(src, back, len), "wait_rdma READ data");
 	}
 
+	r = OPS->wait_rdma(a, OPS->wait_seq(a) - 1, 5000, mono_ns(), 0);
+	CHECK(r == 0, "wait_rdma with its news already there: %d", r);
+
 	t0 = ms();
 	r = OPS->wait_rdma(a, OPS->wait_seq(a), 50, mono_ns(), 0);
 	t0 = ms() - t0;
@@ -276,7 +283,9 @@ static void test_wait_rdma(struct sdp_qp *a, struct sdp_send_wr *rd,
 	sigaction(SIGUSR1, &sa, &old);
 	w.seq = OPS->wait_seq(a);
 	pthread_create(&th, NULL, wait_rdma_thread, &w);
-	usleep(100000);
+	while (!atomic_load(&w.started))
+		usleep(1000);
+	usleep(100000);		/* well inside its 1 s of polling */
 	pthread_kill(th, SIGUSR1);
 	pthread_join(th, NULL);
 	sigaction(SIGUSR1, &old, NULL);
