@@ -885,11 +885,18 @@ static bool spin_for_news(struct vb_qp *qp, uint32_t seq)
 	       VB_POLL_NEWS;
 }
 
-/* The futex sleep of wait(): until `seq` moves, a signal (-EINTR) or
- * `tsp` (relative; NULL: none) passes (-ETIMEDOUT). */
-static int sleep_for_news(struct vb_qp *qp, uint32_t seq,
-			  const struct timespec *tsp)
+static struct timespec ns_to_ts(uint64_t ns)
 {
+	return (struct timespec){ .tv_sec = (time_t)(ns / 1000000000ull),
+				  .tv_nsec = (long)(ns % 1000000000ull) };
+}
+
+/* The futex sleep of wait(): until `seq` moves, a signal (-EINTR) or
+ * `tmo_ns` passes (-ETIMEDOUT; UINT64_MAX: no timeout). */
+static int sleep_for_news(struct vb_qp *qp, uint32_t seq, uint64_t tmo_ns)
+{
+	struct timespec ts = ns_to_ts(tmo_ns);
+	const struct timespec *tsp = tmo_ns == UINT64_MAX ? NULL : &ts;
 	struct vb_dev *d;
 	int r;
 
@@ -919,16 +926,9 @@ static int sleep_for_news(struct vb_qp *qp, uint32_t seq,
 	return r;
 }
 
-static struct timespec ns_to_ts(uint64_t ns)
-{
-	return (struct timespec){ .tv_sec = (time_t)(ns / 1000000000ull),
-				  .tv_nsec = (long)(ns % 1000000000ull) };
-}
-
 int sdp__verbs_wait(struct sdp_qp *q, uint32_t seq, int timeout_ms)
 {
 	struct vb_qp *qp = VB_QP(q);
-	struct timespec ts;
 
 	if (sdp__verbs_inherited(qp->epoch)) {
 		sdp__verbs_orphan(qp);	/* its flush is the news */
@@ -941,10 +941,8 @@ int sdp__verbs_wait(struct sdp_qp *q, uint32_t seq, int timeout_ms)
 	}
 	if (spin_for_news(qp, seq))
 		return 0;
-	if (timeout_ms < 0)
-		return sleep_for_news(qp, seq, NULL);
-	ts = ns_to_ts((uint64_t)timeout_ms * 1000000ull);
-	return sleep_for_news(qp, seq, &ts);
+	return sleep_for_news(qp, seq, timeout_ms < 0 ? UINT64_MAX :
+				       (uint64_t)timeout_ms * 1000000ull);
 }
 
 /*
@@ -968,7 +966,6 @@ int sdp__verbs_wait_rdma(struct sdp_qp *q, uint32_t seq, int timeout_ms,
 	struct vb_qp *qp = VB_QP(q);
 	uint64_t now = sdp__verbs_now_ns(), wake = since_ns, end;
 	uint64_t tmo_end = UINT64_MAX;
-	struct timespec ts;
 	enum vb_poll_end p;
 	int r;
 
@@ -987,8 +984,7 @@ int sdp__verbs_wait_rdma(struct sdp_qp *q, uint32_t seq, int timeout_ms,
 		wake = due_ns - (due_ns - since_ns) / 4;
 	end = wake + sdp__vb.rdma_spin_ns;
 	if (wake > now) {
-		ts = ns_to_ts((wake < tmo_end ? wake : tmo_end) - now);
-		r = sleep_for_news(qp, seq, &ts);
+		r = sleep_for_news(qp, seq, (wake < tmo_end ? wake : tmo_end) - now);
 		if (r != -ETIMEDOUT)
 			return r == 0 ? 1 : r;
 		now = sdp__verbs_now_ns();
@@ -1011,12 +1007,8 @@ int sdp__verbs_wait_rdma(struct sdp_qp *q, uint32_t seq, int timeout_ms,
 		if (now >= tmo_end)
 			return -ETIMEDOUT;
 	}
-	if (tmo_end == UINT64_MAX)
-		r = sleep_for_news(qp, seq, NULL);
-	else {
-		ts = ns_to_ts(tmo_end - now);
-		r = sleep_for_news(qp, seq, &ts);
-	}
+	r = sleep_for_news(qp, seq, tmo_end == UINT64_MAX ? UINT64_MAX :
+							    tmo_end - now);
 	return r == 0 ? 2 : r;
 }
 
