@@ -15,9 +15,17 @@
 #                                runtime preloaded, 1 GiB transfers cut to 256 MiB
 #   SDP_TEST_TIMEOUT_MULT=N      timeout multiplier (default 1; 3 with a sanitizer)
 #   SDP_TEST_KEEP_LOGS=1         keep the per-test logs directory
+#   SDP_TEST_SKIPS=FILE          the allowed skips (default tests/skips.list)
 #
-# Each test runs in its own process group under a timeout; a test exiting 77
-# is reported as SKIP.  Exit status is nonzero if anything failed.
+# Each test runs in its own process group under a timeout.  A test exiting
+# 77 is a SKIP, and so is each "ok ... # SKIP reason" line of a passing
+# test's output (TAP).  Every skip is printed with its reason; one that
+# tests/skips.list does not allow in this pass fails the run.  Exit status
+# is nonzero if anything failed.
+#
+# Every integration program is told the transport its connections must use
+# (SDP_TEST_TRANSPORT: shm, or tcp for the self-check) and checks it on each
+# connection it makes, and none reads a host-wide /etc/libsdp.conf.
 set -u
 
 if [ $# -lt 1 ] || [ ! -d "$1" ]; then
@@ -79,9 +87,68 @@ fi
 LOGDIR=$(mktemp -d "${TMPDIR:-/tmp}/sdp-tests.XXXXXX")
 trap '[ -n "${SDP_TEST_KEEP_LOGS:-}" ] || rm -rf "$LOGDIR"' EXIT
 
+# The connections of every integration program must be SDP (or, in the
+# self-check, kernel TCP): itest_common.h checks each one.  The policy is
+# the built-in default, whatever /etc/libsdp.conf says.
+if [ "$FAMILY" = sdp ]; then export SDP_TEST_TRANSPORT=shm; else export SDP_TEST_TRANSPORT=tcp; fi
+printf 'use both server * *:*\nuse both client * *:*\n' >"$LOGDIR/default.conf"
+export LIBSDP_CONFIG_FILE="$LOGDIR/default.conf"
+unset SDP_LOG SDP_SWITCH SDP_TRANSPORT
+
+# The pass this run is, for tests/skips.list.
+if [ "$FAMILY" = tcp ]; then PASS=tcp; else PASS=${SAN:-plain}; fi
+SKIPS_FILE=${SDP_TEST_SKIPS:-$SRC/tests/skips.list}
+if [ ! -r "$SKIPS_FILE" ]; then
+	echo "run.sh: cannot read the allowed-skips file $SKIPS_FILE" >&2
+	exit 2
+fi
+
 NPASS=0 NFAIL=0 NSKIP=0
 FAILED=""
+SKIPPED=() # "name|reason|listed or NOT LISTED"
+SKIPFAIL=0
 T_START=$(date +%s)
+
+# skip_allowed NAME: is NAME's skip listed for this pass in $SKIPS_FILE?
+# Lines are "PASSES TEST-GLOB REASON"; PASSES is a comma list or '*'.
+skip_allowed() {
+	local passes glob reason
+	while read -r passes glob reason; do
+		case "$passes" in '' | '#'*) continue ;; esac
+		case ",$passes," in *",$PASS,"* | *',*,'*) ;; *) continue ;; esac
+		# shellcheck disable=SC2053 # the glob is a pattern
+		[[ $1 == $glob ]] && return 0
+	done <"$SKIPS_FILE"
+	return 1
+}
+
+# record_skip NAME REASON: print it; an unlisted skip fails the run.
+record_skip() {
+	local name=$1 reason=$2
+	if skip_allowed "$name"; then
+		echo "SKIP $name: $reason"
+		SKIPPED+=("$name|$reason|listed")
+		# A whole test, or one check (TEST:CHECK) of a test that passed.
+		case "$name" in *:*) ;; *) NSKIP=$((NSKIP + 1)) ;; esac
+	else
+		echo "FAIL $name: skipped ($reason), and tests/skips.list does not allow that in the $PASS pass"
+		SKIPPED+=("$name|$reason|NOT LISTED")
+		case "$name" in *:*) ;; *) NFAIL=$((NFAIL + 1)) ;; esac
+		FAILED="$FAILED $name(skip)"
+		SKIPFAIL=1
+	fi
+}
+
+# TAP skips inside a passing test's log: "ok N - CHECK # SKIP REASON".
+record_tap_skips() { # NAME LOG
+	local line check reason
+	while IFS= read -r line; do
+		check=${line#ok * - }
+		reason=${check#* # SKIP}
+		check=${check%% # SKIP*}
+		record_skip "$1:$check" "${reason# }"
+	done < <(grep -E '^ok [0-9]+ - .* # SKIP' "$2")
+}
 
 selected() {
 	[ -z "$FILTER" ] && return 0
@@ -117,9 +184,9 @@ run_test() {
 	if [ "$rc" -eq 0 ]; then
 		echo "PASS $name (${dt}s)"
 		NPASS=$((NPASS + 1))
+		record_tap_skips "$name" "$log"
 	elif [ "$rc" -eq 77 ]; then
-		echo "SKIP $name (${dt}s): $(tail -n 1 "$log")"
-		NSKIP=$((NSKIP + 1))
+		record_skip "$name" "$(tail -n 1 "$log")"
 	else
 		local why="exit status $rc"
 		[ "$rc" -eq 124 ] && why="TIMEOUT after ${limit}s"
@@ -156,18 +223,28 @@ need_bin() {
 echo "== libsdp tests: build $BUILD, family $FAMILY${SAN:+, sanitizer $SAN}, timeout x$MULT${FILTER:+, filter '$FILTER'}"
 
 # ---- 1. unit tests ------------------------------------------------------------
-for t in "$BUILD"/tests/test_*; do
-	[ -f "$t" ] && [ -x "$t" ] || continue
-	run_test "unit/$(basename "$t")" 120 unit "$t"
+# One per tests/unit/test_*.c: the source tree says what must have been
+# built, so a test that failed to build is a failure, not an absence.
+for src in "$SRC"/tests/unit/test_*.c; do
+	n=$(basename "$src" .c)
+	need_bin "unit/$n" "$BUILD/tests/$n" || continue
+	run_test "unit/$n" 120 unit "$BUILD/tests/$n"
 done
 
 # ---- 2. fuzz corpus replay -------------------------------------------------------
-for f in "$BUILD"/fuzz/fuzz_*; do
-	[ -f "$f" ] && [ -x "$f" ] || continue
-	n=$(basename "$f")
+for src in "$SRC"/tests/fuzz/fuzz_*.c; do
+	n=$(basename "$src" .c)
+	need_bin "fuzz/$n" "$BUILD/fuzz/$n" || continue
 	corpus="$SRC/tests/fuzz/corpus/$n"
-	[ -d "$corpus" ] || continue
-	run_test "fuzz/$n" 300 unit "$f" "$corpus/"
+	if ! ls "$corpus"/* >/dev/null 2>&1; then
+		if selected "fuzz/$n"; then
+			echo "FAIL fuzz/$n (no seed corpus in $corpus: tests/fuzz/make_seeds.py writes it)"
+			NFAIL=$((NFAIL + 1))
+			FAILED="$FAILED fuzz/$n"
+		fi
+		continue
+	fi
+	run_test "fuzz/$n" 300 unit "$BUILD/fuzz/$n" "$corpus/"
 done
 
 # ---- 3. integration scenarios ----------------------------------------------------
@@ -231,9 +308,6 @@ itest "itest/zcopy-vec-write-$MED" 120 sdp_zcopy --family "$FAM4" --bytes "$MED"
 # ---- 4. socket switch: fallback and real programs (issue #3) ----------------------
 # sdp_fallback re-executes itself with and without the preload (it skips when
 # not preloaded, i.e. with SDP_TEST_FAMILY=tcp).
-# Known failure, case e: with only `use sdp client` rules the socket gets a
-# TCP shadow (program verdict both) and a refused SDP connect still falls
-# back (sdp_switch_fallback_connect ignores the connect verdict).
 itest "itest/fallback" 120 sdp_fallback
 # Runs of short-lived connections to a listener that takes TCP too go over
 # TCP for a while (policy/destmemo.h); to an SDP-only listener, never.  To a
@@ -266,8 +340,7 @@ for p in $SDP_PROGRAMS; do
 		continue
 	fi
 	if [ -n "$SAN" ] || [ "$FAMILY" != sdp ]; then
-		echo "SKIP $name: real programs run with the plain build and family sdp only"
-		NSKIP=$((NSKIP + 1))
+		record_skip "$name" "real programs run with the plain build and family sdp only"
 		continue
 	fi
 	run_test "$name" 300 unit bash "$script" "$BUILD"
@@ -279,17 +352,33 @@ for script in "$SRC"/tests/tools/*.sh; do
 	name="tools/$(basename "$script" .sh)"
 	selected "$name" || continue
 	if [ -n "$SAN" ] || [ "$FAMILY" != sdp ]; then
-		echo "SKIP $name: the tools run with the plain build and family sdp only"
-		NSKIP=$((NSKIP + 1))
+		record_skip "$name" "the tools run with the plain build and family sdp only"
 		continue
 	fi
 	run_test "$name" 120 unit bash "$script" "$BUILD"
 done
 
+# tests/meta/NAME.sh BUILD: the suite checked against itself (mutations it
+# must catch, docs in step with tests/skips.list), plain build.
+for script in "$SRC"/tests/meta/*.sh; do
+	name="meta/$(basename "$script" .sh)"
+	selected "$name" || continue
+	if [ -n "$SAN" ] || [ "$FAMILY" != sdp ]; then
+		record_skip "$name" "the suite's self-checks run in the plain pass"
+		continue
+	fi
+	run_test "$name" 600 unit bash "$script" "$BUILD"
+done
+
 T_END=$(date +%s)
 TOTAL=$((NPASS + NFAIL + NSKIP))
+echo "== SKIPS in the $PASS pass: ${#SKIPPED[@]}"
+for sk in "${SKIPPED[@]}"; do
+	IFS='|' read -r sk_name sk_reason sk_listed <<<"$sk"
+	echo "   $sk_name ($sk_listed): $sk_reason"
+done
 echo "== SUMMARY ($BUILD, family $FAMILY${SAN:+, $SAN}): $NPASS passed, $NFAIL failed, $NSKIP skipped of $TOTAL in $((T_END - T_START))s"
-if [ "$NFAIL" -gt 0 ]; then
+if [ "$NFAIL" -gt 0 ] || [ "$SKIPFAIL" -gt 0 ]; then
 	echo "== FAILED:$FAILED"
 	exit 1
 fi

@@ -115,6 +115,90 @@ static UNUSED_FN int is_sdp(void)
 	return g_domain == AF_INET_SDP || g_domain == AF_INET6_SDP;
 }
 
+/* ---- which transport carries the connections under test -----------------
+ * A connected socket is SDP when libsdp's SDP_CONN_TRANSPORT option (90 at
+ * IPPROTO_TCP) answers, with the SDP transport that carries it (1 shm, 3
+ * verbs); kernel TCP refuses it with ENOPROTOOPT.  The runner says what
+ * every connection must be with SDP_TEST_TRANSPORT: sdp (any SDP transport),
+ * shm, verbs, or tcp.  Left unset it is sdp for the SDP families and tcp for
+ * a plain run, and a TCP family run under the libsdp preload must say it
+ * (switch tests exist to prove SDP, fallback tests to prove TCP). */
+
+#define ITEST_SDP_CONN_TRANSPORT 90
+
+/* The SDP transport carrying fd (1 shm, 2 loop, 3 verbs), 0 for kernel TCP. */
+static UNUSED_FN int fd_transport(int fd)
+{
+	int v = 0;
+	socklen_t l = sizeof v;
+	if (getsockopt(fd, IPPROTO_TCP, ITEST_SDP_CONN_TRANSPORT, &v, &l) < 0)
+		return 0;
+	return v > 0 ? v : -1;
+}
+
+static UNUSED_FN int fd_over_sdp(int fd)
+{
+	return fd_transport(fd) != 0;
+}
+
+/* Set by the tests whose subject is the choice of transport (fallback,
+ * short-lived connections): they check each connection's transport against
+ * their own expectation, so connect_to() and accept_one() do not. */
+static int g_mixed_transports;
+
+/* The expected fd_transport(): 0 kernel TCP, 1 shm, 3 verbs, -1 any SDP. */
+static UNUSED_FN int expected_transport(void)
+{
+	const char *t = getenv("SDP_TEST_TRANSPORT");
+	const char *pre = getenv("LD_PRELOAD");
+	if (t && *t) {
+		if (!strcmp(t, "sdp"))
+			return -1;
+		if (!strcmp(t, "shm"))
+			return 1;
+		if (!strcmp(t, "verbs"))
+			return 3;
+		if (!strcmp(t, "tcp"))
+			return 0;
+		die("SDP_TEST_TRANSPORT='%s': must be sdp, shm, verbs or tcp", t);
+	}
+	if (g_domain == AF_INET_SDP || g_domain == AF_INET6_SDP)
+		return -1;
+	if (pre && strstr(pre, "libsdp"))
+		die("--family %s under the libsdp preload: set SDP_TEST_TRANSPORT=sdp "
+		    "(the switch must carry it) or tcp (it must fall back)", g_family_name);
+	return 0;
+}
+
+/* 1: every connection must be SDP; 0: every one must be kernel TCP. */
+static UNUSED_FN int expect_sdp(void)
+{
+	return expected_transport() != 0;
+}
+
+static UNUSED_FN const char *transport_name(int t)
+{
+	return t == 0 ? "kernel TCP" : t == 1 ? "SDP/shm" : t == 2 ? "SDP/loop" : t == 3 ? "SDP/verbs"
+							   : "SDP";
+}
+
+/* Does fd's transport match what the run expects? */
+static UNUSED_FN int transport_ok(int fd)
+{
+	int have = fd_transport(fd), want = expected_transport();
+	return want < 0 ? have != 0 : have == want;
+}
+
+/* Die unless the connected socket fd is carried by the expected transport. */
+static UNUSED_FN void check_transport(int fd, const char *what)
+{
+	if (g_mixed_transports || transport_ok(fd))
+		return;
+	die("%s: fd %d is over %s, expected %s (SDP_TEST_TRANSPORT=%s)", what, fd,
+	    transport_name(fd_transport(fd)), transport_name(expected_transport()),
+	    getenv("SDP_TEST_TRANSPORT") ? getenv("SDP_TEST_TRANSPORT") : "unset");
+}
+
 /* the IPv6 socket() domain of the selected transport */
 static UNUSED_FN int domain6(void)
 {
@@ -252,6 +336,7 @@ static UNUSED_FN int connect_to(uint16_t port)
 			continue;
 		die("connect(port %u) failed: %s (errno %d)", port, strerror(errno), errno);
 	}
+	check_transport(fd, "connect_to");
 	return fd;
 }
 
@@ -259,8 +344,10 @@ static UNUSED_FN int accept_one(int lfd)
 {
 	for (;;) {
 		int fd = accept(lfd, NULL, NULL);
-		if (fd >= 0)
+		if (fd >= 0) {
+			check_transport(fd, "accept_one");
 			return fd;
+		}
 		if (errno != EINTR)
 			DIE_ERRNO("accept");
 	}
@@ -559,6 +646,46 @@ static UNUSED_FN void watchdog_disarm(void)
 	if (wd_started)
 		pthread_cond_signal(&wd_cv);
 	pthread_mutex_unlock(&wd_mu);
+}
+
+/* ---- scenario waits ------------------------------------------------------
+ * A test that needs a thread (of this or another process) asleep in a call
+ * before it acts -- a send blocked on a full window, a recv waiting for
+ * more -- polls /proc for that state.  If the thread never gets there the
+ * scenario was not reached and the test fails: going on would test an
+ * easier path and pass for the wrong reason. */
+
+/* 1 if task tid sleeps in the kernel (state S or D), else 0. */
+static UNUSED_FN int task_sleeps(pid_t tid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)tid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' && (p[2] == 'S' || p[2] == 'D');
+}
+
+/* Wait until task tid sleeps; die naming `what` after 5 s (scaled by
+ * SDP_TEST_TIMEOUT_MULT). */
+static UNUSED_FN void wait_blocked(pid_t tid, const char *what)
+{
+	double mult = 1.0;
+	const char *m = getenv("SDP_TEST_TIMEOUT_MULT");
+	if (m && atof(m) > 0)
+		mult = atof(m);
+	double deadline = now_sec() + 5.0 * mult;
+	while (!task_sleeps(tid)) {
+		if (now_sec() > deadline)
+			die("%s: thread %d never blocked within %.0f s: the scenario was not reached",
+			    what, (int)tid, 5.0 * mult);
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
 }
 
 /* Wait for a child; returns 0 if it exited 0, else dies/returns status. */

@@ -16,7 +16,6 @@
  */
 #include "itest_common.h"
 
-static int blocked_in(pid_t tid);
 
 /* ---- case 1 ---- */
 
@@ -185,30 +184,13 @@ static int c3_client(uint16_t port, void *arg)
 	 * the socket, so watch it through /proc (the server pid/tid is passed in
 	 * arg) -- this is a condition poll, not a timing assumption. */
 	pid_t tid = *(pid_t *)arg;
-	for (int i = 0; i < 2000 && !blocked_in(tid); i++) {
-		struct timespec ts = { 0, 1000000 };
-		nanosleep(&ts, NULL);
-	}
+	wait_blocked(tid, "case 3: the server blocked in send on a full window");
 	struct linger lg = { 1, 0 };
 	if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg) < 0)
 		DIE_ERRNO("setsockopt(SO_LINGER {1,0})");
 	if (close(fd) < 0)
 		DIE_ERRNO("close (abortive)");
 	return 0;
-}
-
-static int blocked_in(pid_t tid)
-{
-	char path[64], buf[512];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)tid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return 1; /* cannot tell: go ahead */
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	char *p = strrchr(buf, ')');
-	return p && p[1] == ' ' && (p[2] == 'S' || p[2] == 'D');
 }
 
 static void case3(void)

@@ -31,16 +31,6 @@ extern char **environ;
 #define CHUNK 8192
 #define ROUNDS 32
 
-/* Over SDP, explicitly or through the socket switch (libsdp's
- * SDP_CONN_TRANSPORT option answers only on SDP sockets). */
-static int over_sdp(int fd)
-{
-	int v;
-	socklen_t l = sizeof(v);
-
-	return getsockopt(fd, IPPROTO_TCP, 90, &v, &l) == 0;
-}
-
 /* Ping-pong ROUNDS chunks of pseudo-random bytes through `echo_fd`'s peer:
  * `fd` sends, reads the echo back, and compares checksums. */
 static void pingpong_client(int fd, uint64_t seed, const char *what)
@@ -180,7 +170,7 @@ static void case_exec(int cloexec)
 		close(l);
 		c = connect_to(port);
 		pingpong_client(c, 1, "child echo before exec");
-		sdp = over_sdp(c);
+		sdp = fd_over_sdp(c);
 		fd = c;
 		if (cloexec) {
 			fd = dup3(c, 100, O_CLOEXEC);
@@ -192,7 +182,7 @@ static void case_exec(int cloexec)
 	}
 	s = accept_one(l);
 	close(l);
-	sdp = over_sdp(s);
+	sdp = fd_over_sdp(s);
 	pingpong_server(s, "peer echo before exec");
 	if (!sdp && !cloexec) {
 		pingpong_server(s, "peer echo after exec");
@@ -251,7 +241,7 @@ static void case_exec_fails(void)
 	char b;
 
 	pair(&c, &s);
-	sdp = over_sdp(c);
+	sdp = fd_over_sdp(c);
 	set_nonblock(c, 1);
 	if (execve(bad, argv, environ) != -1 || errno != ENOENT)
 		die("case c: execve did not fail with ENOENT");
@@ -275,7 +265,7 @@ static void case_exec_fails(void)
 		die("case c: posix_spawn: %s", strerror(err));
 	}
 	check_flags(c, 0, "case c: all");
-	if (over_sdp(c) != sdp)
+	if (fd_over_sdp(c) != sdp)
 		die("case c: the socket changed transport");
 	/* Nothing stray became readable. */
 	{
@@ -349,7 +339,7 @@ static void case_spawn(void)
 	pthread_t th;
 
 	pair(&c, &s);
-	sdp = over_sdp(c);
+	sdp = fd_over_sdp(c);
 	snprintf(num, sizeof(num), "%d", c);
 	argv[0] = "sdp_exec";
 	argv[1] = "--helper";
@@ -405,7 +395,7 @@ static void case_spawn_actions(void)
 	/* No thread may run here: with the caller's file actions the swap
 	 * is made in the parent, and only for single-threaded programs. */
 	pair(&c, &s);
-	sdp = over_sdp(c);
+	sdp = fd_over_sdp(c);
 	argv[0] = "sdp_exec";
 	argv[1] = "--helper";
 	argv[2] = sdp ? "reset" : "shared";
@@ -443,7 +433,7 @@ static void case_shell(void)
 		DIE_ERRNO("readlink(/proc/self/exe)");
 	exe[n] = '\0';
 	pair(&c, &s);
-	sdp = over_sdp(c);
+	sdp = fd_over_sdp(c);
 	snprintf(cmd, sizeof(cmd), "exec '%s' --helper %s %d %s", exe,
 		 sdp ? "reset" : "shared", c, g_family_name);
 	st = system(cmd);

@@ -406,6 +406,7 @@ int main(int argc, char **argv)
 	const char *role = NULL;
 
 	g_prog = "sdp_fallback";
+	g_mixed_transports = 1;	/* each case checks its own (transport_of) */
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--bytes") && i + 1 < argc)

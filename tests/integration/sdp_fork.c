@@ -104,16 +104,6 @@ static void case_fork_per_connection(void)
 	info("ok: case 2: fork-per-connection served by the child");
 }
 
-/* Over SDP, explicitly or through the socket switch (libsdp's
- * SDP_CONN_TRANSPORT option answers only on SDP sockets). */
-static int over_sdp(int fd)
-{
-	int v;
-	socklen_t l = sizeof(v);
-
-	return getsockopt(fd, IPPROTO_TCP, 90, &v, &l) == 0;
-}
-
 static void case_both_use(void)
 {
 	int c, s, st, sdp;
@@ -121,7 +111,7 @@ static void case_both_use(void)
 	char b[2];
 
 	pair(&c, &s);
-	sdp = over_sdp(c);
+	sdp = fd_over_sdp(c);
 	write_full(c, "p", 1, "parent write");	/* the parent uses it */
 	ch = fork();
 	if (ch < 0)
@@ -206,7 +196,7 @@ static void pf_serve(int c, int idx, int report)
 	read_full(c, buf, n, "worker read");
 	write_full(c, buf, n, "worker write");
 	rec[0] = (char)('0' + idx);
-	rec[1] = over_sdp(c) ? 'S' : 'T';
+	rec[1] = fd_over_sdp(c) ? 'S' : 'T';
 	if (write(report, rec, 2) != 2)
 		DIE_ERRNO("worker report");
 	close(c);
@@ -269,7 +259,7 @@ static void *pf_client_thread(void *arg)
 		prng_seed(&r, 5000 + (uint64_t)i);
 		n = (uint32_t)prng_range(&r, 1, PF_MAXLEN);
 		prng_fill(&r, out, n);
-		a->sdp += over_sdp(c);
+		a->sdp += fd_over_sdp(c);
 		write_full(c, &n, sizeof(n), "client write length");
 		write_full(c, out, n, "client write");
 		read_full(c, back, n, "client read");
@@ -335,9 +325,9 @@ static void pf_run(int nworkers, int blocking)
 	if (nsdp != csdp)
 		die("case 5: %d of %d client connections were SDP but the "
 		    "workers accepted %d over SDP", csdp, PF_CLIENTS, nsdp);
-	if (is_sdp() && nsdp != PF_CLIENTS)
-		die("case 5: only %d of %d connections over SDP", nsdp,
-		    PF_CLIENTS);
+	if (nsdp != (expect_sdp() ? PF_CLIENTS : 0))
+		die("case 5: %d of %d connections over SDP, expected %s", nsdp,
+		    PF_CLIENTS, expect_sdp() ? "all" : "none");
 	info("ok: case 5: %d %s workers served %d checksummed echoes "
 	     "(%d/%d/%d/%d each), %d over SDP", nworkers,
 	     blocking ? "blocking" : "epoll", PF_CLIENTS, served[0], served[1],

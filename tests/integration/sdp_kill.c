@@ -25,31 +25,6 @@ static pid_t my_tid(void)
 	return (pid_t)syscall(SYS_gettid);
 }
 
-/* is thread `tid` of this process sleeping (blocked in the kernel)? */
-static int thread_blocked(pid_t tid)
-{
-	char path[64], buf[512];
-	snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return 1;
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	char *p = strrchr(buf, ')');
-	return p && p[1] == ' ' && (p[2] == 'S' || p[2] == 'D');
-}
-
-/* Wait (bounded, 2 s) until `tid` is blocked; a condition poll, not a sleep
- * based synchronisation: if the library spins instead of sleeping we go on. */
-static void wait_blocked(pid_t tid)
-{
-	for (int i = 0; i < 2000 && !thread_blocked(tid); i++) {
-		struct timespec ts = { 0, 1000000 };
-		nanosleep(&ts, NULL);
-	}
-}
-
 /* ---- part A ---- */
 
 static int a_child(uint16_t port, void *arg)
@@ -157,7 +132,7 @@ static void part_a(void)
 		pthread_cond_wait(&f.cv, &f.mu);
 	pid_t tid = f.tid;
 	pthread_mutex_unlock(&f.mu);
-	wait_blocked(tid);
+	wait_blocked(tid, "part A: the filler thread blocked in send");
 
 	if (kill(ch.pid, SIGKILL) < 0)
 		DIE_ERRNO("kill(SIGKILL)");
@@ -227,7 +202,7 @@ typedef struct {
 static void *killer_thread(void *arg)
 {
 	killer_t *k = arg;
-	wait_blocked(k->tid);
+	wait_blocked(k->tid, "part B: the victim blocked in its call");
 	if (kill(k->victim, SIGKILL) < 0)
 		DIE_ERRNO("kill(SIGKILL)");
 	return NULL;

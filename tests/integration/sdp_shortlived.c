@@ -182,6 +182,7 @@ int main(int argc, char **argv)
 	int nconns = 24;
 
 	g_prog = "sdp_shortlived";
+	g_mixed_transports = 1;	/* each connection checked in run() */
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--listen") && i + 1 < argc)

@@ -23,7 +23,9 @@ fi
 BUILD=$(cd "$1" && pwd)
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 export SDP_RUN="$BUILD/bin/sdp_run"
-SDPSTAT="$BUILD/bin/sdpstat"
+# SDP_TEST_SDPSTAT and SDP_TEST_POLICY exist for tests/meta/mutations.sh,
+# which breaks the evidence on purpose and expects the test to fail.
+SDPSTAT=${SDP_TEST_SDPSTAT:-$BUILD/bin/sdpstat}
 MULT=${SDP_TEST_TIMEOUT_MULT:-1}
 TEST_NAME=$(basename "$0" .sh)
 # "check-name|reason" lines: checks expected to fail, by name (see xcheck).
@@ -56,7 +58,7 @@ trap 'exit 130' INT TERM
 unset LD_PRELOAD LIBSDP_CONFIG_FILE SDP_LOG SDP_SWITCH SIMPLE_LIBSDP ALWAYS_USE_SDP
 # ... and not read a host-wide /etc/libsdp.conf: the built-in default.
 printf 'use both server * *:*\nuse both client * *:*\n' >"$TMP/default.conf"
-export LIBSDP_CONFIG_FILE="$TMP/default.conf"
+export LIBSDP_CONFIG_FILE=${SDP_TEST_POLICY:-$TMP/default.conf}
 
 note() { echo "# $*"; }
 
@@ -200,41 +202,80 @@ tmo() {
 	timeout -k 3 $((s * MULT)) "$@"
 }
 
-# sdp_conns PID: number of ESTABLISHED shm connections of PID that moved
+# Evidence of the transport.  Each helper answers a number, or a word
+# naming why it cannot answer (sdpstat failed, a log is missing); a word
+# fails every numeric check (ge, eq), so "no answer" never passes as "0".
+
+# sdp_conns PID: number of ESTABLISHED SDP connections of PID that moved
 # data (sdpstat --json).  With SDP_COUNT_IDLE=1, those that show no bytes
 # too (sdpstat's counters of a busy-polling process can stay at 0).
 sdp_conns() {
-	local idle='"tx_bytes": 0, "rx_bytes": 0,'
+	local idle='"tx_bytes": 0, "rx_bytes": 0,' out
 	[ "${SDP_COUNT_IDLE:-0}" = 1 ] && idle='^$'
-	"$SDPSTAT" --json -p "$1" 2>/dev/null |
-		grep '"state": "ESTABLISHED"' | grep '"transport": "shm"' |
+	out=$("$SDPSTAT" --json -p "$1" 2>&1) && [[ $out == \[* ]] || { echo sdpstat-failed; return 1; }
+	printf '%s\n' "$out" | grep '"state": "ESTABLISHED"' | grep -E '"transport": "(shm|verbs)"' |
 		grep -vc -- "$idle" || true
 }
 
-# sample_sdp PID SECONDS: the largest sdp_conns seen while sampling for up
-# to SECONDS (stops early once PID is gone).
-sample_sdp() {
-	local pid=$1 secs=$2 best=0 n i
+# tcp_fallbacks PID: sockets of PID (preloaded) that sdpstat shows on TCP.
+tcp_fallbacks() {
+	local out
+	out=$("$SDPSTAT" --json -a -p "$1" 2>&1) && [[ $out == \[* ]] || { echo sdpstat-failed; return 1; }
+	printf '%s\n' "$out" | grep -c '"transport": "tcp"' || true
+}
+
+# tcp_conns PORT: ESTABLISHED kernel TCP sockets on this host with PORT at
+# either end (a loopback connection counts twice).
+tcp_conns() {
+	local out
+	out=$(ss -Htn state established "( sport = :$1 or dport = :$1 )" 2>&1) || { echo ss-failed; return 1; }
+	printf '%s\n' "$out" | grep -c . || true
+}
+
+# sample_conns PID PORT SECONDS: samples, every 0.2 s while PID lives (up
+# to SECONDS), the largest sdp_conns PID (in S_SDP), tcp_fallbacks PID (in
+# S_FALLBACK) and tcp_conns PORT (in S_TCP).  A sample that could not be
+# taken while PID lived turns the value into the reason.
+sample_conns() {
+	local pid=$1 port=$2 secs=$3 i n
+	S_SDP=0 S_FALLBACK=0 S_TCP=0
 	for i in $(seq 1 $((secs * 5))); do
 		kill -0 "$pid" 2>/dev/null || break
-		n=$(sdp_conns "$pid")
-		[ "${n:-0}" -gt "$best" ] && best=$n
+		n=$(sdp_conns "$pid") || { kill -0 "$pid" 2>/dev/null && S_SDP=$n; }
+		[[ $S_SDP =~ ^[0-9]+$ && $n =~ ^[0-9]+$ ]] && [ "$n" -gt "$S_SDP" ] && S_SDP=$n
+		n=$(tcp_fallbacks "$pid") || { kill -0 "$pid" 2>/dev/null && S_FALLBACK=$n; }
+		[[ $S_FALLBACK =~ ^[0-9]+$ && $n =~ ^[0-9]+$ ]] && [ "$n" -gt "$S_FALLBACK" ] && S_FALLBACK=$n
+		n=$(tcp_conns "$port") || S_TCP=$n
+		[[ $S_TCP =~ ^[0-9]+$ && $n =~ ^[0-9]+$ ]] && [ "$n" -gt "$S_TCP" ] && S_TCP=$n
 		sleep 0.2
 	done
-	echo "$best"
+	[ "$i" -gt 1 ] || { S_SDP=exited-before-sampling S_FALLBACK=$S_SDP S_TCP=$S_SDP; }
+	return 0
+}
+
+# sample_sdp PID SECONDS: S_SDP of sample_conns, printed.
+sample_sdp() {
+	sample_conns "$1" 0 "$2"
+	echo "$S_SDP"
 }
 
 # SDP_LOG=3 evidence in a log file: the number of distinct SDP connections
 # that were ESTABLISHED ("conn N: CONNECTING -> ESTABLISHED" on the active
 # side, "conn N: ESTABLISHED -> ..." on the passive side); TCP fallbacks
-# ("over TCP: ...").
+# ("over TCP: ...").  A missing log, or one with no libsdp line at all (the
+# program was not preloaded, or SDP_LOG was off), answers "no-log".
+has_libsdp_log() { grep -q '^libsdp\[' "$1" 2>/dev/null; }
 log_sdp_established() {
-	grep -E '^libsdp\[[0-9]+\]: conn [0-9]+: .*ESTABLISHED' "$1" 2>/dev/null |
+	has_libsdp_log "$1" || { echo no-log; return 1; }
+	grep -E '^libsdp\[[0-9]+\]: conn [0-9]+: .*ESTABLISHED' "$1" |
 		sed -E 's/^libsdp\[([0-9]+)\]: conn ([0-9]+):.*/\1.\2/' | sort -u | wc -l
 }
-log_tcp_fallbacks() { grep -c 'over TCP:' "$1" 2>/dev/null || true; }
+log_tcp_fallbacks() {
+	has_libsdp_log "$1" || { echo no-log; return 1; }
+	grep -c 'over TCP:' "$1" || true
+}
 
-ge() { [ "${1:-0}" -ge "$2" ]; }
+ge() { [[ ${1:-} =~ ^[0-9]+$ ]] && [ "$1" -ge "$2" ]; }
 eq() { [ "${1:-x}" = "$2" ]; }
 file_has() { grep -q -- "$2" "$1"; }
 file_lacks() { ! grep -q -- "$2" "$1"; }

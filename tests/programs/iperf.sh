@@ -3,7 +3,8 @@
 # iperf 2.x (Debian package iperf) under sdp_run: one stream, -P 4, and
 # --full-duplex; then fallback both ways.  iperf does not check its data:
 # correctness is the reported transfer.  Evidence: sdpstat --json on the
-# client while it runs, SDP_LOG=3 on the server.
+# client while it runs (or on the server, for a plain client) and ss (no
+# kernel TCP connection on the port over SDP), SDP_LOG=3 on the server.
 KNOWN_FAILURES=""
 . "$(dirname "$0")/common.sh"
 need_pkg iperf iperf
@@ -16,7 +17,9 @@ client() { # TAG WRAP WANT(sdp|tcp) MIN_CONNS ARGS...
 	run_limited 30 "$TMP/$tag.out" "$TMP/$tag.err" "${cmd[@]}"
 	local pid=$BG_PID
 	sleep 0.5
-	n=$(sample_sdp "$pid" 1)
+	# The preloaded end that carries the traffic, while it does.
+	if [ "$wrap" = sdp ]; then sample_conns "$pid" "$PORT" 1; else sample_conns "$SRV" "$PORT" 1; fi
+	n=$S_SDP
 	wait "$pid"
 	local rc=$?
 	local sum
@@ -25,8 +28,13 @@ client() { # TAG WRAP WANT(sdp|tcp) MIN_CONNS ARGS...
 		eval '[ $rc -eq 0 ] && [ -n "$sum" ] && ! grep -qi "fail\|error" "$TMP/$tag.out"'
 	if [ "$want" = sdp ]; then
 		check "$tag-sdp" "the client had >= $min SDP connections moving data (sdpstat saw $n)" ge "$n" "$min"
+		check "$tag-notcp" "no kernel TCP connection on port $PORT while it ran (ss saw $S_TCP)" eq "$S_TCP" 0
+	elif [ "$wrap" = sdp ]; then
+		check "$tag-tcp" "the client ran on TCP: sdpstat saw $n SDP and $S_FALLBACK TCP sockets, ss $S_TCP TCP connections" \
+			eval 'eq "$n" 0 && ge "$S_FALLBACK" 1 && ge "$S_TCP" 2'
 	else
-		check "$tag-tcp" "the client has no SDP connection (sdpstat saw $n)" eq "$n" 0
+		check "$tag-tcp" "the server under sdp_run served TCP: sdpstat saw $n SDP connections, ss $S_TCP TCP ones" \
+			eval 'eq "$n" 0 && ge "$S_TCP" 2'
 	fi
 	[ "$NFAIL" -gt 0 ] && show "$TMP/$tag.out" "$TMP/$tag.err"
 	return 0

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 # iperf3 (Debian package iperf3) under sdp_run: client and server, one
 # stream, -P 8, -R, --bidir; then each side alone under sdp_run (fallback).
-# Evidence: sdpstat --json on the client while it runs (control + data
-# connections ESTABLISHED over shm, moving bytes).  iperf3 does not check
+# Evidence, taken while the client runs: sdpstat --json on the preloaded end
+# (control + data connections ESTABLISHED over shm, moving bytes; or its
+# sockets on TCP) and ss (kernel TCP connections on the port: none over SDP).  iperf3 does not check
 # its data (and -F truncates even over TCP), so correctness is the JSON
 # report: bytes sent and received, no error.
 KNOWN_FAILURES=""
@@ -31,7 +32,9 @@ run_client() {
 	fi
 	pid=$BG_PID
 	sleep 0.5
-	n=$(sample_sdp "$pid" 1)
+	# The preloaded end that carries the traffic, while it does.
+	if [ "$wrap" = sdp ]; then sample_conns "$pid" "$PORT" 1; else sample_conns "$SRV" "$PORT" 1; fi
+	n=$S_SDP
 	wait "$pid"
 	local rc=$?
 	sent=$(json_get "$out" 'j["end"]["sum_sent"]["bytes"] if "sum_sent" in j["end"] else j["end"]["sum_sent_bidir_reverse"]["bytes"]')
@@ -40,9 +43,14 @@ run_client() {
 		eval '[ $rc -eq 0 ] && ge "${sent:-0}" 1000000 && ge "${rcvd:-0}" 1000000'
 	if [ "$want" -gt 0 ]; then
 		check "$name-sdp" "client had >= $want SDP connections moving data (sdpstat saw $n)" ge "$n" "$want"
-		check "$name-nofallback" "no TCP fallback in the client's SDP_LOG" eval '[ "$(log_tcp_fallbacks "$err")" = 0 ]'
+		check "$name-notcp" "no kernel TCP connection on port $PORT while it ran (ss saw $S_TCP)" eq "$S_TCP" 0
+		check "$name-nofallback" "no TCP fallback in the client's SDP_LOG" eq "$(log_tcp_fallbacks "$err")" 0
+	elif [ "$wrap" = sdp ]; then
+		check "$name-tcp" "the client ran on TCP: sdpstat saw $n SDP and $S_FALLBACK TCP sockets, ss $S_TCP TCP connections" \
+			eval 'eq "$n" 0 && ge "$S_FALLBACK" 2 && ge "$S_TCP" 2'
 	else
-		check "$name-tcp" "client has no SDP connection (sdpstat saw $n)" eq "$n" 0
+		check "$name-tcp" "the server under sdp_run served TCP: sdpstat saw $n SDP connections, ss $S_TCP TCP ones" \
+			eval 'eq "$n" 0 && ge "$S_TCP" 2'
 	fi
 	[ "$NFAIL" -gt 0 ] && show "$err" "$out"
 	return 0
@@ -82,7 +90,5 @@ bg sdpserver "$SDP_RUN" iperf3 -s -p "$PORT"
 SRV=$BG_PID
 wait_listen "$PORT" || finish
 CLIENT_LIMIT=10 run_client fallback-server plain 0 -P 2
-check "fallback-server-tcp" "the server under sdp_run has no SDP connection (TCP clients)" \
-	eq "$(sdp_conns "$SRV")" 0
 stop "$SRV"
 finish

@@ -4,7 +4,8 @@
 # server, ping-pong and throughput clients; then fallback both ways.
 # sockperf validates its own message framing (sequence numbers); the check
 # is its Summary lines.  Evidence: sdpstat --json on the client while it
-# runs, SDP_LOG=3 transitions on the server.
+# runs (or on the server, for a plain client) and ss (no kernel TCP connection
+# on the port over SDP), SDP_LOG=3 transitions on the server.
 KNOWN_FAILURES=""
 # sdpstat shows tx/rx bytes 0 for sockperf's connections (a busy-polling
 # client never answers the refresh request): count ESTABLISHED shm ones.
@@ -20,7 +21,9 @@ client() { # TAG WRAP WANT_SDP MODE ARGS...
 	run_limited 30 "$TMP/$tag.out" "$TMP/$tag.err" "${cmd[@]}"
 	local pid=$BG_PID
 	sleep 0.5
-	n=$(sample_sdp "$pid" 1)
+	# The preloaded end that carries the traffic, while it does.
+	if [ "$wrap" = sdp ]; then sample_conns "$pid" "$PORT" 1; else sample_conns "$SRV" "$PORT" 1; fi
+	n=$S_SDP
 	wait "$pid"
 	local rc=$?
 	if [ "$mode" = pp ]; then
@@ -31,9 +34,14 @@ client() { # TAG WRAP WANT_SDP MODE ARGS...
 			eval '[ $rc -eq 0 ] && file_has "$TMP/$tag.out" "Summary: BandWidth is"'
 	fi
 	if [ "$want" = sdp ]; then
-		check "$tag-sdp" "the client's connection was SDP (sdpstat saw $n)" ge "$n" 1
+		check "$tag-sdp" "the client had >= 1 SDP connections moving data (sdpstat saw $n)" ge "$n" 1
+		check "$tag-notcp" "no kernel TCP connection on port $PORT while it ran (ss saw $S_TCP)" eq "$S_TCP" 0
+	elif [ "$wrap" = sdp ]; then
+		check "$tag-tcp" "the client ran on TCP: sdpstat saw $n SDP and $S_FALLBACK TCP sockets, ss $S_TCP TCP connections" \
+			eval 'eq "$n" 0 && ge "$S_FALLBACK" 1 && ge "$S_TCP" 2'
 	else
-		check "$tag-tcp" "the client has no SDP connection (sdpstat saw $n)" eq "$n" 0
+		check "$tag-tcp" "the server under sdp_run served TCP: sdpstat saw $n SDP connections, ss $S_TCP TCP ones" \
+			eval 'eq "$n" 0 && ge "$S_TCP" 2'
 	fi
 	[ "$NFAIL" -gt 0 ] && show "$TMP/$tag.out" "$TMP/$tag.err"
 	return 0

@@ -82,7 +82,7 @@ static void wait_in_call(struct blocked_call *a)
 {
 	for (int i = 0; i < 2000 && !a->tid; i++)
 		msleep_poll(1);
-	wait_blocked(a->tid);
+	wait_blocked(a->tid, "cancel: the thread blocked in its call");
 }
 
 /* pthread_join, for at most 10 s: 0 if joined. */
@@ -98,7 +98,7 @@ static int join_10s(pthread_t th, void **rv)
 static int cancel_and_join(pthread_t th, struct blocked_call *a, void **rv)
 {
 	wait_in_call(a);
-	CHECK(thread_blocked(a->tid), "the thread never blocked in its call");
+	CHECK(task_sleeps(a->tid), "the thread never blocked in its call");
 	CHECK(pthread_cancel(th) == 0, "pthread_cancel");
 	CHECK(join_10s(th, rv) == 0, "the cancelled thread did not end within 10 s");
 	return 0;

@@ -227,7 +227,7 @@ static void *waitall_writer(void *arg)
 	char piece[1000];
 	for (int i = 0; i < 4; i++) {
 		memset(piece, 'A' + i, sizeof piece);
-		wait_blocked(w->reader_tid); /* reader is waiting for more */
+		wait_blocked(w->reader_tid, "MSG_WAITALL: the reader waits for more");
 		if (send(w->fd, piece, sizeof piece, MSG_NOSIGNAL) != (ssize_t)sizeof piece) {
 			w->err = errno ? errno : -1;
 			return NULL;

@@ -50,22 +50,8 @@ static pid_t my_tid(void)
 	return (pid_t)syscall(SYS_gettid);
 }
 
-static int thread_blocked(pid_t tid)
-{
-	char path[64], buf[512];
-	snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return 1;
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	char *p = strrchr(buf, ')');
-	return p && p[1] == ' ' && (p[2] == 'S' || p[2] == 'D');
-}
-
 /* Is thread tid asleep in a kernel function whose name contains `fn`
- * (its wchan)?  More precise than thread_blocked(): a lock's futex is a
+ * (its wchan)?  More precise than task_sleeps(): a lock's futex is a
  * sleep too. */
 static int thread_waits_in(pid_t tid, const char *fn)
 {
@@ -78,15 +64,6 @@ static int thread_waits_in(pid_t tid, const char *fn)
 		w[0] = 0;
 	fclose(f);
 	return strstr(w, fn) != NULL;
-}
-
-/* bounded condition poll (2 s) until thread tid sleeps in the kernel */
-static void wait_blocked(pid_t tid)
-{
-	for (int i = 0; i < 2000 && !thread_blocked(tid); i++) {
-		struct timespec ts = { 0, 1000000 };
-		nanosleep(&ts, NULL);
-	}
 }
 
 static void msleep_poll(int ms)
@@ -190,6 +167,12 @@ static int t_pair_on(int domain, int af, int *c, int *s, uint16_t *lport)
 	close(lfd);
 	if (a.fd < 0)
 		FAIL("accept failed: %s (errno %d)", strerror(a.err), a.err);
+	/* The family under test must be carried as the run claims (SDP under
+	 * the switch, kernel TCP in a plain run); other pairs are references. */
+	if (domain == g_domain && (!transport_ok(fd) || !transport_ok(a.fd)))
+		FAIL("pair over the wrong transport: connect side %s, accept side %s, expected %s",
+		     transport_name(fd_transport(fd)), transport_name(fd_transport(a.fd)),
+		     transport_name(expected_transport()));
 	*c = fd;
 	*s = a.fd;
 	if (lport)
