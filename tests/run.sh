@@ -93,7 +93,8 @@ trap '[ -n "${SDP_TEST_KEEP_LOGS:-}" ] || rm -rf "$LOGDIR"' EXIT
 if [ "$FAMILY" = sdp ]; then export SDP_TEST_TRANSPORT=shm; else export SDP_TEST_TRANSPORT=tcp; fi
 printf 'use both server * *:*\nuse both client * *:*\n' >"$LOGDIR/default.conf"
 export LIBSDP_CONFIG_FILE="$LOGDIR/default.conf"
-unset SDP_LOG SDP_SWITCH SDP_TRANSPORT
+unset SDP_LOG SDP_SWITCH SDP_TRANSPORT SIMPLE_LIBSDP ALWAYS_USE_SDP SDP_STAT \
+	SDP_SHORT_CONN SDP_SHORT_CONN_MS SDP_REFUSED_HOLD_MS SDP_ZCOPY_THRESH SDP_ZCOPY_WRITE
 
 # The pass this run is, for tests/skips.list.
 if [ "$FAMILY" = tcp ]; then PASS=tcp; else PASS=${SAN:-plain}; fi
@@ -167,6 +168,9 @@ run_test() {
 	local -a envs=()
 	if [ "$kind" = itest ]; then
 		envs+=("ASAN_OPTIONS=${ASAN_OPTIONS_ITEST:-$ITEST_ASAN_OPTIONS}")
+		# Every connection must be SDP: no short-lived-connection
+		# fallback (sdp_shortlived sets its own).
+		envs+=("SDP_SHORT_CONN=0")
 		[ -n "$PRELOAD" ] && envs+=("LD_PRELOAD=$PRELOAD")
 	else
 		envs+=("ASAN_OPTIONS=${ASAN_OPTIONS:-$UNIT_ASAN_OPTIONS}")

@@ -247,6 +247,10 @@ static void case_prefork_both(void)
 
 	if (set_family(g_af == AF_INET6 ? "tcp6" : "tcp"))
 		die("case 6: no plain family");
+	/* A verbs listener cannot be shared across processes: at fork() it
+	 * becomes the plain TCP listener (socket/switch.c), so every
+	 * connection of this case is kernel TCP, checked below. */
+	g_mixed_transports = 1;
 	l = make_listener(&port, 16);
 	watchdog_arm(60, "case 6: fork() or a worker hung");
 	for (i = 0; i < WORKERS; i++) {
@@ -273,6 +277,10 @@ static void case_prefork_both(void)
 		prng_t r;
 		int c = connect_to(port);
 
+		if (fd_transport(c) != 0)
+			die("case 6: client %d is over %s, expected kernel TCP "
+			    "(the listener is TCP only after fork)", i,
+			    transport_name(fd_transport(c)));
 		prng_seed(&r, 60 + (uint64_t)i);
 		prng_fill(&r, out, sizeof(out));
 		write_full(c, out, sizeof(out), "case 6 client write");
@@ -286,6 +294,7 @@ static void case_prefork_both(void)
 		    WEXITSTATUS(st))
 			die("case 6: worker %d failed (status 0x%x)", i, st);
 	watchdog_disarm();
+	g_mixed_transports = 0;
 	g_domain = saved_domain;
 	g_af = saved_af;
 	info("ok: case 6: pre-forked workers on a \"both\" listener served "

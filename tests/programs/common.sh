@@ -206,13 +206,25 @@ tmo() {
 # naming why it cannot answer (sdpstat failed, a log is missing); a word
 # fails every numeric check (ge, eq), so "no answer" never passes as "0".
 
+# sdpstat_of PID: sdpstat's records of PID (-a: listeners too), or the
+# reason there are none: sdpstat failed, or PID publishes nothing (not
+# preloaded, or not yet) -- sdpstat cannot tell that from "no sockets", and
+# every process these tests watch has at least a listener, a connection or
+# a socket on TCP.
+sdpstat_of() {
+	local out
+	out=$("$SDPSTAT" --json -a -p "$1" 2>&1) && [[ $out == \[* ]] || { echo sdpstat-failed; return 1; }
+	grep -q "\"pid\": $1," <<<"$out" || { echo "no-sdpstat-record"; return 1; }
+	printf '%s\n' "$out"
+}
+
 # sdp_conns PID: number of ESTABLISHED SDP connections of PID that moved
-# data (sdpstat --json).  With SDP_COUNT_IDLE=1, those that show no bytes
-# too (sdpstat's counters of a busy-polling process can stay at 0).
+# data.  With SDP_COUNT_IDLE=1, those that show no bytes too (sdpstat's
+# counters of a busy-polling process can stay at 0).
 sdp_conns() {
 	local idle='"tx_bytes": 0, "rx_bytes": 0,' out
 	[ "${SDP_COUNT_IDLE:-0}" = 1 ] && idle='^$'
-	out=$("$SDPSTAT" --json -p "$1" 2>&1) && [[ $out == \[* ]] || { echo sdpstat-failed; return 1; }
+	out=$(sdpstat_of "$1") || { echo "$out"; return 1; }
 	printf '%s\n' "$out" | grep '"state": "ESTABLISHED"' | grep -E '"transport": "(shm|verbs)"' |
 		grep -vc -- "$idle" || true
 }
@@ -220,7 +232,7 @@ sdp_conns() {
 # tcp_fallbacks PID: sockets of PID (preloaded) that sdpstat shows on TCP.
 tcp_fallbacks() {
 	local out
-	out=$("$SDPSTAT" --json -a -p "$1" 2>&1) && [[ $out == \[* ]] || { echo sdpstat-failed; return 1; }
+	out=$(sdpstat_of "$1") || { echo "$out"; return 1; }
 	printf '%s\n' "$out" | grep -c '"transport": "tcp"' || true
 }
 
@@ -234,22 +246,31 @@ tcp_conns() {
 
 # sample_conns PID PORT SECONDS: samples, every 0.2 s while PID lives (up
 # to SECONDS), the largest sdp_conns PID (in S_SDP), tcp_fallbacks PID (in
-# S_FALLBACK) and tcp_conns PORT (in S_TCP).  A sample that could not be
-# taken while PID lived turns the value into the reason.
+# S_FALLBACK) and tcp_conns PORT (in S_TCP).  A value no sample could take
+# is the reason instead (the last one seen).
 sample_conns() {
-	local pid=$1 port=$2 secs=$3 i n
-	S_SDP=0 S_FALLBACK=0 S_TCP=0
+	local pid=$1 port=$2 secs=$3 i n v
+	local -A best=([sdp]=-1 [fb]=-1 [tcp]=-1) why=([sdp]=no-sample [fb]=no-sample [tcp]=no-sample)
 	for i in $(seq 1 $((secs * 5))); do
 		kill -0 "$pid" 2>/dev/null || break
-		n=$(sdp_conns "$pid") || { kill -0 "$pid" 2>/dev/null && S_SDP=$n; }
-		[[ $S_SDP =~ ^[0-9]+$ && $n =~ ^[0-9]+$ ]] && [ "$n" -gt "$S_SDP" ] && S_SDP=$n
-		n=$(tcp_fallbacks "$pid") || { kill -0 "$pid" 2>/dev/null && S_FALLBACK=$n; }
-		[[ $S_FALLBACK =~ ^[0-9]+$ && $n =~ ^[0-9]+$ ]] && [ "$n" -gt "$S_FALLBACK" ] && S_FALLBACK=$n
-		n=$(tcp_conns "$port") || S_TCP=$n
-		[[ $S_TCP =~ ^[0-9]+$ && $n =~ ^[0-9]+$ ]] && [ "$n" -gt "$S_TCP" ] && S_TCP=$n
+		for v in sdp fb tcp; do
+			case $v in
+			sdp) n=$(sdp_conns "$pid") ;;
+			fb) n=$(tcp_fallbacks "$pid") ;;
+			tcp) n=$(tcp_conns "$port") ;;
+			esac
+			if [[ $n =~ ^[0-9]+$ ]]; then
+				[ "$n" -gt "${best[$v]}" ] && best[$v]=$n
+			elif kill -0 "$pid" 2>/dev/null; then
+				why[$v]=$n
+			fi
+		done
 		sleep 0.2
 	done
-	[ "$i" -gt 1 ] || { S_SDP=exited-before-sampling S_FALLBACK=$S_SDP S_TCP=$S_SDP; }
+	S_SDP=${best[sdp]} S_FALLBACK=${best[fb]} S_TCP=${best[tcp]}
+	[ "$S_SDP" -ge 0 ] || S_SDP=${why[sdp]}
+	[ "$S_FALLBACK" -ge 0 ] || S_FALLBACK=${why[fb]}
+	[ "$S_TCP" -ge 0 ] || S_TCP=${why[tcp]}
 	return 0
 }
 

@@ -88,11 +88,12 @@ stop "$SRV"
 # sample_workers_sdp PID SECONDS: the largest number of SDP connections seen
 # in PID's children (nginx workers) at once, via sdpstat.
 sample_workers_sdp() {
-	local ppid=$1 secs=$2 best=0 n w i
+	local ppid=$1 secs=$2 best=0 n w i c
 	for i in $(seq 1 $((secs * 5))); do
 		n=0
 		for w in $(pgrep -P "$ppid"); do
-			n=$((n + $(sdp_conns "$w")))
+			c=$(sdp_conns "$w") || { echo "$c"; return 1; }
+			n=$((n + c))
 		done
 		[ "$n" -gt "$best" ] && best=$n
 		sleep 0.2

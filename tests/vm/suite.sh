@@ -134,7 +134,8 @@ sockperf_run() { # pp|tp
 	[ $rc = 0 ] && grep -qE "$3" /tmp/sockperf-c.log
 }
 export -f sockperf_run
-t sockperf-pingpong 60 sockperf_run pp 64 'Summary: Latency is [0-9.]+ usec'
+# Its round trips must cross rxe-a: at least 100 packets in 2 s.
+t sockperf-pingpong 60 over_rxe 409600 sockperf_run pp 64 'Summary: Latency is [0-9.]+ usec'
 # Throughput mode: the client streams without waiting for answers; it must
 # finish on its own (the bound is a hang guard only) and its bytes must have
 # crossed rxe-a: at least one 4 KiB-MTU packet per 4 KiB the client says it

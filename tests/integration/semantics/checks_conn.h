@@ -158,6 +158,8 @@ static int t_nonblock_connect(void)
 	CHECK(err == 0, "SO_ERROR = %d (%s) after a successful connect", err, strerror(err));
 	pthread_join(th, NULL);
 	CHECK(a.fd >= 0, "accept failed: %s", strerror(a.err));
+	T_TRANSPORT(fd);
+	T_TRANSPORT(a.fd);
 	/* connect again: Linux reports the completed non-blocking connect once
 	 * more with 0, after that EISCONN */
 	rc = connect(fd, &sa.sa, len);

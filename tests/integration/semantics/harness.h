@@ -111,6 +111,16 @@ static int t_bind_client(int fd, int af)
 	return 0;
 }
 
+/* A connection of the family under test, made without t_pair_on(): it
+ * must be carried as the run claims, like every other one. */
+#define T_TRANSPORT(fd)                                                                 \
+	do {                                                                            \
+		if (!transport_ok(fd))                                                  \
+			FAIL("fd %d over %s, expected %s [line %d]", (fd),              \
+			     transport_name(fd_transport(fd)),                          \
+			     transport_name(expected_transport()), __LINE__);            \
+	} while (0)
+
 typedef struct {
 	int lfd, fd, err;
 } acc_t;
@@ -169,10 +179,13 @@ static int t_pair_on(int domain, int af, int *c, int *s, uint16_t *lport)
 		FAIL("accept failed: %s (errno %d)", strerror(a.err), a.err);
 	/* The family under test must be carried as the run claims (SDP under
 	 * the switch, kernel TCP in a plain run); other pairs are references. */
-	if (domain == g_domain && (!transport_ok(fd) || !transport_ok(a.fd)))
+	if (domain == g_domain && (!transport_ok(fd) || !transport_ok(a.fd))) {
+		close(fd);
+		close(a.fd);
 		FAIL("pair over the wrong transport: connect side %s, accept side %s, expected %s",
 		     transport_name(fd_transport(fd)), transport_name(fd_transport(a.fd)),
 		     transport_name(expected_transport()));
+	}
 	*c = fd;
 	*s = a.fd;
 	if (lport)
