@@ -351,28 +351,26 @@ for p in $SDP_PROGRAMS; do
 	show_known "$name"
 done
 
-# tests/tools/NAME.sh BUILD: the tools' own options (sdpperf), plain build.
-for script in "$SRC"/tests/tools/*.sh; do
-	name="tools/$(basename "$script" .sh)"
-	selected "$name" || continue
-	if [ -n "$SAN" ] || [ "$FAMILY" != sdp ]; then
-		record_skip "$name" "the tools run with the plain build and family sdp only"
-		continue
-	fi
-	run_test "$name" 120 unit bash "$script" "$BUILD"
-done
-
-# tests/meta/NAME.sh BUILD: the suite checked against itself (mutations it
-# must catch, docs in step with tests/skips.list), plain build.
-for script in "$SRC"/tests/meta/*.sh; do
-	name="meta/$(basename "$script" .sh)"
-	selected "$name" || continue
-	if [ -n "$SAN" ] || [ "$FAMILY" != sdp ]; then
-		record_skip "$name" "the suite's self-checks run in the plain pass"
-		continue
-	fi
-	run_test "$name" 600 unit bash "$script" "$BUILD"
-done
+# plain_scripts DIR TIMEOUT: tests/DIR/NAME.sh BUILD as test DIR/NAME, run
+# with the plain build and family sdp only (they start plain-build programs
+# themselves).
+plain_scripts() {
+	local dir=$1 tmo=$2 script name
+	for script in "$SRC/tests/$dir"/*.sh; do
+		name="$dir/$(basename "$script" .sh)"
+		selected "$name" || continue
+		if [ -n "$SAN" ] || [ "$FAMILY" != sdp ]; then
+			record_skip "$name" "runs in the plain pass"
+			continue
+		fi
+		run_test "$name" "$tmo" unit bash "$script" "$BUILD"
+	done
+}
+# The tools' own options (sdpperf, settings); then the suite checked
+# against itself (the mutations it must catch, docs in step with
+# tests/skips.list).
+plain_scripts tools 120
+plain_scripts meta 600
 
 T_END=$(date +%s)
 TOTAL=$((NPASS + NFAIL + NSKIP))
