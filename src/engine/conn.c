@@ -354,6 +354,10 @@ static int conn_handle_cm_event_locked(struct sdp_conn *c)
 	if (r < 0)
 		return r;
 	switch (ev.type) {
+	case SDP_CM_PEER_VERIFIED:
+		c->peer_verified = 1;
+		/* The Accept may be right behind it. */
+		return conn_handle_cm_event_locked(c);
 	case SDP_CM_ESTABLISHED:
 		r = sdp_wire_decode_hello_ack(ev.priv, ev.priv_len, &ack);
 		if (r < 0) {
@@ -664,7 +668,10 @@ int sdp_conn_take_err_locked(struct sdp_conn *c)
 	return e;
 }
 
-int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms)
+/* Wait until the connect is no longer in progress or, with `verified`,
+ * until the listener proved who it is (at once where the transport does
+ * not verify peers). */
+static int conn_wait_open(struct sdp_conn *c, int timeout_ms, int verified)
 {
 	uint64_t deadline = timeout_ms >= 0 ?
 		sdp_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
@@ -677,6 +684,11 @@ int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms)
 		sdp_conn_progress_locked(c);
 		if (c->state != SDP_ST_CONNECTING)
 			break;
+		if (verified && (c->peer_verified ||
+				 !c->caps.verifies_peer)) {
+			pthread_mutex_unlock(&c->lock);
+			return 0;
+		}
 		tmo = -1;
 		if (deadline) {
 			uint64_t now = sdp_now_ns();
@@ -700,6 +712,16 @@ int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms)
 		c->so_error = 0;	/* reported by connect() itself */
 	pthread_mutex_unlock(&c->lock);
 	return r;
+}
+
+int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms)
+{
+	return conn_wait_open(c, timeout_ms, 0);
+}
+
+int sdp_conn_wait_verified(struct sdp_conn *c, int timeout_ms)
+{
+	return conn_wait_open(c, timeout_ms, 1);
 }
 
 int sdp_conn_shutdown(struct sdp_conn *c, int how)

@@ -31,23 +31,6 @@
 
 #include "transport/shm.h"
 
-#define SHM_WIRE_MAGIC 0x4d434453u	/* "SDCM" */
-
-struct shm_wire_msg {			/* host order: both ends share a host */
-	uint32_t magic;
-	uint16_t version;
-	uint16_t type;			/* SHM_MSG_* */
-	uint64_t seg_base;		/* sender's VA of its segment */
-	uint8_t dst_v6;			/* Hello: the address the client dialled */
-	uint8_t flags;			/* Accept: SDP_CM_F_* (0 in a Hello) */
-	uint16_t dst_port;
-	uint8_t dst_addr[16];
-	uint32_t priv_len;
-	uint8_t priv[SDP_CM_PRIV_MAX];
-};
-
-#define SHM_WIRE_HDR offsetof(struct shm_wire_msg, priv)
-
 union shm_cmsg_buf {
 	char buf[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(4 * sizeof(int))];
 	struct cmsghdr align;
@@ -258,6 +241,7 @@ static void post_event(struct shm_qp *qp, enum sdp_cm_event_type t, int err,
 static void connect_failed(struct shm_qp *qp, int err)
 {
 	atomic_store(&qp->state, SHM_FAILED);
+	sdp__shm_claim_timer_stop(qp);
 	sdp__shm_sock_unwatch(qp);
 	if (err == -ECONNREFUSED || err == -ECONNRESET || err == -EPIPE)
 		post_event(qp, SDP_CM_REJECTED, -ECONNREFUSED, NULL, 0);
@@ -356,6 +340,7 @@ int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
 		if (epoll_ctl(qp->epfd, EPOLL_CTL_ADD, qp->sock, &eev))
 			return -errno;
 		atomic_store(&qp->sock_in_ep, 1);
+		sdp__shm_claim_timer_start(qp);
 	}
 	close(qp->memfd);	/* sent, or never will be */
 	qp->memfd = -1;
@@ -380,10 +365,32 @@ static int connect_reply(struct shm_qp *qp, struct sdp_cm_event *ev)
 
 	err = sdp__shm_recv_msg(qp->sock, &type, priv, &plen, &dummy, &base,
 				&fd, &pid, &flags);
-	if (err == -EAGAIN)
-		return -EAGAIN;
-	if (!err && (type != SHM_MSG_ACCEPT || fd < 0))
+	if (err == -EAGAIN) {
+		if (!sdp__shm_claim_overdue(qp, sdp__shm_now_ms()))
+			return -EAGAIN;
+		err = -ECONNREFUSED;	/* a silent name: a squatter */
+	}
+	/* Nothing from the listener is trusted before its claim on the port
+	 * (shm_claim.c): a listener that cannot show it is none. */
+	if (!err && type == SHM_MSG_CLAIM && !atomic_load(&qp->claim_ok)) {
+		err = fd < 0 ? -EPROTO : sdp__shm_claim_verify(fd, &qp->dst);
+		if (fd >= 0)
+			close(fd);
+		if (!err) {
+			atomic_store(&qp->claim_ok, true);
+			sdp__shm_claim_timer_stop(qp);
+			memset(ev, 0, sizeof(*ev));
+			ev->type = SDP_CM_PEER_VERIFIED;
+			return 0;
+		}
+		fd = -1;
+		err = -ECONNREFUSED;
+	} else if (!err && type != SHM_MSG_REJECT &&
+		   !atomic_load(&qp->claim_ok)) {
+		err = -ECONNREFUSED;
+	} else if (!err && (type != SHM_MSG_ACCEPT || fd < 0)) {
 		err = type == SHM_MSG_REJECT ? -ECONNREFUSED : -EPROTO;
+	}
 	if (!err)
 		err = sdp__shm_map_peer(fd, &qp->peer);
 	if (fd >= 0)

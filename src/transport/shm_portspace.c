@@ -357,6 +357,7 @@ int sdp__shm_bind_addr(const struct shm_addr *a, int is_v6_socket,
 	l->addr = *a;
 	l->is_v6_socket = is_v6_socket;
 	l->epfd = -1;
+	l->claim = -1;
 	s = a->port ? bind_exact(&l->addr) : bind_ephemeral(&l->addr);
 	if (s < 0) {
 		free(l);
@@ -444,13 +445,18 @@ int sdp__shm_bound_addr(struct sdp_listener *sl, struct sockaddr_storage *ss,
 	return 0;
 }
 
-int sdp__shm_listen(struct sdp_listener *sl, int backlog)
+int sdp__shm_listen(struct sdp_listener *sl, int backlog, int tcp_claim)
 {
 	struct shm_listener *l = SHM_L(sl);
 	struct epoll_event ev = { .events = EPOLLIN };
+	int err;
 
 	if (l->sock < 0)
 		return -EINVAL;
+	/* No client is answered without the claim: take it first. */
+	err = sdp__shm_claim_take(l, tcp_claim);
+	if (err)
+		return err;
 	if (listen(l->sock, backlog > 0 ? backlog : 1))
 		return -errno;
 	if (l->epfd < 0) {
@@ -556,6 +562,14 @@ int sdp__shm_request_build(struct shm_listener *l, int sock, int memfd,
 	err = sdp__shm_map_peer(memfd, &r->peer);
 	if (err)
 		goto err_free;
+	/* The claim goes first: the client trusts the Accept only after it.
+	 * A client in connect() may sleep on its segment's word: wake it. */
+	err = sdp__shm_claim_send(sock, l->claim);
+	if (err) {
+		sdp__shm_seg_unmap(&r->peer);
+		goto err_free;
+	}
+	sdp__shm_wake_owner_seg(r->peer.ctrl, -1, -1, NULL, 0);
 	r->sock = sock;
 	r->peer_pid = pid;
 	r->peer_base = base;
@@ -651,6 +665,8 @@ void sdp__shm_listener_free(struct shm_listener *l)
 		close(l->epfd);
 	if (l->sock >= 0)
 		close(l->sock);
+	if (l->claim >= 0)
+		close(l->claim);
 	free(l);
 }
 

@@ -152,6 +152,9 @@ struct sdp_tp_caps {
 	int rdma;		/* 1 if RDMA READ/WRITE work on this QP */
 	char rdma_reason[64];	/* when !rdma: why (e.g. "ptrace denied") */
 	char name[16];		/* transport name: "shm", "loop", "verbs" */
+	int verifies_peer;	/* connect: SDP_CM_PEER_VERIFIED comes first,
+				 * or the connect fails (within a bound of
+				 * the transport's) */
 };
 
 /* Address of a connection as the socket layer sees it (sockaddr_in/in6). */
@@ -168,6 +171,10 @@ enum sdp_cm_event_type {
 	SDP_CM_REJECTED,	/* no listener / refused: ECONNREFUSED */
 	SDP_CM_UNREACHABLE,	/* route/address error: errno in `err` */
 	SDP_CM_DISCONNECTED,	/* peer disconnected or died */
+	SDP_CM_PEER_VERIFIED,	/* still connecting, but the listener proved
+				 * that it may answer for the address (shm:
+				 * its claim on the kernel TCP port); only
+				 * from transports with caps.verifies_peer */
 };
 
 #define SDP_CM_PRIV_MAX 256
@@ -210,7 +217,11 @@ struct sdp_transport_ops {
 		    struct sdp_listener **out);
 	int (*bound_addr)(struct sdp_listener *l, struct sockaddr_storage *ss,
 			  socklen_t *len);
-	int (*listen)(struct sdp_listener *l, int backlog);
+	/* `tcp_claim`: the caller's kernel TCP socket listening on the same
+	 * address and port (a "both" listener), or -1.  A transport whose
+	 * clients verify that the listener holds the kernel TCP port
+	 * (shm: docs/SECURITY.md) keeps a duplicate of it, or binds its own. */
+	int (*listen)(struct sdp_listener *l, int backlog, int tcp_claim);
 	int (*listener_fd)(struct sdp_listener *l);
 	/* Returns -EAGAIN when no request is pending. */
 	int (*get_request)(struct sdp_listener *l, struct sdp_conn_req **req,

@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: MIT
+/*
+ * shm_claim.c — who may answer for an address: an shm listener proves that
+ * it holds the kernel TCP port it stands for.
+ *
+ * The rendezvous names of the shm port space are abstract AF_UNIX names:
+ * anybody on the host may bind one, so a name alone proves nothing.  The
+ * kernel's TCP port space is the authority users already trust (exclusive
+ * ports, privileged ports, one user's port not taken by another), so every
+ * shm listener holds a kernel TCP socket on its address and port -- its
+ * claim -- and passes it (SCM_RIGHTS) to each client it answers, before the
+ * Accept.  The client accepts the connection only if the descriptor it
+ * received is a TCP socket bound to the address it dialled (or a wildcard
+ * covering it) and to its port, which nobody else can hold at the same time:
+ *   - a listening socket: the kernel lets no other socket listen on or bind
+ *     a conflicting address (SO_REUSEPORT groups only share between sockets
+ *     of one user);
+ *   - or a bound socket without SO_REUSEADDR and SO_REUSEPORT, never
+ *     connected: no other socket can bind a conflicting address while it
+ *     exists.
+ * Holding such a descriptor is a capability: only its owner, or whomever
+ * the owner handed it to, has it.  So a client reaches an SDP listener at
+ * address:port only if that listener could also own the TCP port there, and
+ * a squatter on the name is refused (docs/SECURITY.md).
+ *
+ * A "both" listener's claim is its own kernel TCP listener; an SDP-only
+ * listener binds one that does not listen, so TCP clients are refused as
+ * before.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "engine/real.h"
+#include "transport/fdhigh.h"
+#include "transport/shm.h"
+
+/* A kernel TCP socket bound to a's address and port, or -errno. */
+static int claim_bind(const struct shm_addr *a)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int off = 0, s;
+
+	/* The real entry points: this is a kernel TCP socket of libsdp's
+	 * own, not one for the socket switch to take over. */
+	if (sdp_real_init() < 0)
+		return -ENOSYS;
+	s = sdp_fd_high(sdp_real.socket(a->v6 ? AF_INET6 : AF_INET,
+					SOCK_STREAM | SOCK_CLOEXEC,
+					IPPROTO_TCP));
+	if (s < 0)
+		return -errno;
+	/* The IPv6 wildcard name covers IPv4 too (shm_portspace.c): so
+	 * does its claim. */
+	if (a->v6)
+		sdp_real.setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &off,
+				    sizeof(off));
+	sdp__shm_addr_to_sockaddr(a, a->v6, &ss, &len);
+	if (sdp_real.bind(s, (struct sockaddr *)&ss, len)) {
+		int err = -errno;
+
+		sdp_real.close(s);
+		return err;
+	}
+	return s;
+}
+
+int sdp__shm_claim_take(struct shm_listener *l, int tcp_claim)
+{
+	int s;
+
+	if (l->claim >= 0)
+		return 0;
+	if (tcp_claim >= 0)
+		s = sdp_fd_high(fcntl(tcp_claim, F_DUPFD_CLOEXEC, 0));
+	else
+		s = claim_bind(&l->addr);
+	if (s < 0)
+		return tcp_claim >= 0 ? -errno : s;
+	l->claim = s;
+	return 0;
+}
+
+int sdp__shm_claim_send(int sock, int claim)
+{
+	struct shm_wire_msg m;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov = { &m, SHM_WIRE_HDR };
+	struct msghdr mh = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf),
+	};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	ssize_t n;
+
+	if (claim < 0)
+		return -EADDRNOTAVAIL;
+	memset(&m, 0, sizeof(m));
+	m.magic = SHM_WIRE_MAGIC;
+	m.version = SHM_VERSION;
+	m.type = SHM_MSG_CLAIM;
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &claim, sizeof(int));
+	n = sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (n < 0)
+		return -errno;
+	return (size_t)n == iov.iov_len ? 0 : -EPROTO;
+}
+
+static int sockopt_int(int fd, int level, int name, int *v)
+{
+	socklen_t len = sizeof(*v);
+
+	*v = 0;
+	return getsockopt(fd, level, name, v, &len) ? -errno : 0;
+}
+
+/* Does the claim's bound address cover dst (same family: equal or
+ * wildcard; an IPv6 claim also covers IPv4 when dual-stack)? */
+static bool claim_covers(int fd, int domain, const struct shm_addr *dst)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct shm_addr a;
+	int is6, v6only;
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) ||
+	    (int)ss.ss_family != domain ||
+	    sdp__shm_addr_parse((struct sockaddr *)&ss, len, &a, &is6) ||
+	    a.port != dst->port)
+		return false;
+	if (a.v6 == dst->v6)	/* v4-mapped claims parse as IPv4 */
+		return sdp__shm_addr_is_any(&a) ||
+		       !memcmp(a.a, dst->a, a.v6 ? 16 : 4);
+	/* An IPv6 wildcard that is not IPV6_V6ONLY covers every IPv4 one. */
+	return a.v6 && !dst->v6 && sdp__shm_addr_is_any(&a) &&
+	       !sockopt_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only) && !v6only;
+}
+
+int sdp__shm_claim_verify(int fd, const struct shm_addr *dst)
+{
+	struct sockaddr_storage peer;
+	socklen_t plen = sizeof(peer);
+	int domain, type, proto, listening, reuse, reuseport;
+
+	if (sockopt_int(fd, SOL_SOCKET, SO_DOMAIN, &domain) ||
+	    sockopt_int(fd, SOL_SOCKET, SO_TYPE, &type) ||
+	    sockopt_int(fd, SOL_SOCKET, SO_PROTOCOL, &proto) ||
+	    (domain != AF_INET && domain != AF_INET6) ||
+	    type != SOCK_STREAM || proto != IPPROTO_TCP)
+		return -EACCES;
+	if (!claim_covers(fd, domain, dst))
+		return -EACCES;
+	if (sockopt_int(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening) ||
+	    sockopt_int(fd, SOL_SOCKET, SO_REUSEADDR, &reuse) ||
+	    sockopt_int(fd, SOL_SOCKET, SO_REUSEPORT, &reuseport))
+		return -EACCES;
+	if (listening)
+		return 0;
+	/* Bound only: exclusive only without the reuse options, and only
+	 * while it is no connection's end (a connected socket's port was
+	 * never claimed by bind). */
+	if (reuse || reuseport ||
+	    getpeername(fd, (struct sockaddr *)&peer, &plen) == 0 ||
+	    errno != ENOTCONN)
+		return -EACCES;
+	return 0;
+}
+
+void sdp__shm_claim_timer_start(struct shm_qp *qp)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct itimerspec its = {
+		.it_value = { SHM_CLAIM_WAIT_MS / 1000,
+			      (SHM_CLAIM_WAIT_MS % 1000) * 1000000L },
+	};
+	int t;
+
+	qp->claim_deadline_ms = sdp__shm_now_ms() + SHM_CLAIM_WAIT_MS;
+	/* Without the timer, blocking waits still see the deadline (each
+	 * wait() slice looks); only the progress thread could oversleep it. */
+	t = sdp_fd_high(timerfd_create(CLOCK_MONOTONIC,
+				       TFD_NONBLOCK | TFD_CLOEXEC));
+	if (t < 0)
+		return;
+	ev.data.fd = t;
+	if (timerfd_settime(t, 0, &its, NULL) ||
+	    epoll_ctl(qp->epfd, EPOLL_CTL_ADD, t, &ev)) {
+		close(t);
+		return;
+	}
+	qp->claim_tfd = t;
+}
+
+void sdp__shm_claim_timer_stop(struct shm_qp *qp)
+{
+	if (qp->claim_tfd < 0)
+		return;
+	epoll_ctl(qp->epfd, EPOLL_CTL_DEL, qp->claim_tfd, NULL);
+	close(qp->claim_tfd);
+	qp->claim_tfd = -1;
+}
+
+bool sdp__shm_claim_overdue(struct shm_qp *qp, uint64_t now_ms)
+{
+	return !atomic_load(&qp->claim_ok) && qp->claim_deadline_ms &&
+	       now_ms >= qp->claim_deadline_ms;
+}
