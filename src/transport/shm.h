@@ -46,6 +46,7 @@
  * anything that binds the name and stays silent costs a connect this much,
  * and "both" then falls back to TCP. */
 #define SHM_CLAIM_WAIT_MS 500
+#define SHM_CLAIM_BACKLOG 8		/* TCP clients waiting for their reset */
 /* Accepted, Hello not read yet.  A burst of connects (wrk -c 1000) is
  * taken whole: past this bound new ones are closed, which the client sees
  * as a refusal.  SOMAXCONN's default, as the engine's backlog bound. */
@@ -160,6 +161,7 @@ struct shm_listener {
 	int epfd;			/* listener_fd: sock + pending conns */
 	int claim;			/* kernel TCP socket holding addr:port
 					 * (shm_claim.c), or -1 */
+	bool claim_own;			/* ours (SDP only): reset its clients */
 	bool listening;
 	struct shm_pending *pending;	/* accepted, Hello not read yet */
 	int npending;
@@ -340,7 +342,12 @@ struct shm_wire_msg {			/* host order: both ends share a host */
 
 /* shm_claim.c: the listener's hold on the kernel TCP port it stands for. */
 int sdp__shm_claim_take(struct shm_listener *l, int tcp_claim);
+/* bind(port 0): a TCP socket on a free kernel port, which a->port then
+ * names; the claim of that address if it comes to listen. */
+int sdp__shm_claim_reserve(struct shm_addr *a);
 int sdp__shm_claim_send(int sock, int claim);
+/* SDP-only listener: reset the TCP clients its claim accepted. */
+void sdp__shm_claim_drain(struct shm_listener *l);
 int sdp__shm_claim_verify(int fd, const struct shm_addr *dst);
 /* Client: the deadline for the claim, armed at connect (a timerfd in the
  * QP's event fd wakes the progress thread then), stopped once it came. */

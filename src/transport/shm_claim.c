@@ -23,9 +23,12 @@
  * address:port only if that listener could also own the TCP port there, and
  * a squatter on the name is refused (docs/SECURITY.md).
  *
- * A "both" listener's claim is its own kernel TCP listener; an SDP-only
- * listener binds one that does not listen, so TCP clients are refused as
- * before.
+ * A "both" listener's claim is its own kernel TCP listener.  An SDP-only
+ * listener listens on TCP too (with SO_REUSEADDR, as servers do, so that
+ * connections of an earlier run in TIME_WAIT do not keep it from its
+ * port), and resets every TCP client that arrives there
+ * (sdp__shm_claim_drain).  Our own claims always listen; the client still
+ * accepts a bound-only one on the terms above.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,20 +43,21 @@
 #include "transport/fdhigh.h"
 #include "transport/shm.h"
 
-/* A kernel TCP socket bound to a's address and port, or -errno. */
-static int claim_bind(const struct shm_addr *a)
+/* A kernel TCP socket bound to a's address and port (0: one the kernel
+ * picks), or -errno. */
+static int claim_socket(const struct shm_addr *a)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
-	int off = 0, s;
+	int off = 0, one = 1, s;
 
 	/* The real entry points: this is a kernel TCP socket of libsdp's
 	 * own, not one for the socket switch to take over. */
 	if (sdp_real_init() < 0)
 		return -ENOSYS;
 	s = sdp_fd_high(sdp_real.socket(a->v6 ? AF_INET6 : AF_INET,
-					SOCK_STREAM | SOCK_CLOEXEC,
-					IPPROTO_TCP));
+					SOCK_STREAM | SOCK_CLOEXEC |
+					SOCK_NONBLOCK, IPPROTO_TCP));
 	if (s < 0)
 		return -errno;
 	/* The IPv6 wildcard name covers IPv4 too (shm_portspace.c): so
@@ -61,6 +65,7 @@ static int claim_bind(const struct shm_addr *a)
 	if (a->v6)
 		sdp_real.setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &off,
 				    sizeof(off));
+	sdp_real.setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	sdp__shm_addr_to_sockaddr(a, a->v6, &ss, &len);
 	if (sdp_real.bind(s, (struct sockaddr *)&ss, len)) {
 		int err = -errno;
@@ -71,20 +76,63 @@ static int claim_bind(const struct shm_addr *a)
 	return s;
 }
 
+int sdp__shm_claim_reserve(struct shm_addr *a)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct shm_addr got;
+	int s = claim_socket(a), is6;
+
+	if (s < 0)
+		return s;
+	if (getsockname(s, (struct sockaddr *)&ss, &len) ||
+	    sdp__shm_addr_parse((struct sockaddr *)&ss, len, &got, &is6)) {
+		sdp_real.close(s);
+		return -EADDRNOTAVAIL;
+	}
+	a->port = got.port;
+	return s;
+}
+
 int sdp__shm_claim_take(struct shm_listener *l, int tcp_claim)
 {
-	int s;
+	int s = l->claim;
 
-	if (l->claim >= 0)
-		return 0;
-	if (tcp_claim >= 0)
+	if (tcp_claim >= 0) {		/* "both": the listener's own */
+		if (s >= 0)
+			close(s);
+		l->claim = -1;
 		s = sdp_fd_high(fcntl(tcp_claim, F_DUPFD_CLOEXEC, 0));
-	else
-		s = claim_bind(&l->addr);
-	if (s < 0)
-		return tcp_claim >= 0 ? -errno : s;
-	l->claim = s;
-	return 0;
+		if (s < 0)
+			return -errno;
+		l->claim = s;
+		l->claim_own = false;
+		return 0;
+	}
+	if (s < 0) {		/* a port the application named */
+		s = claim_socket(&l->addr);
+		if (s < 0)
+			return s;
+		l->claim = s;
+	}
+	l->claim_own = true;
+	return sdp_real.listen(s, SHM_CLAIM_BACKLOG) ? -errno : 0;
+}
+
+void sdp__shm_claim_drain(struct shm_listener *l)
+{
+	struct linger lg = { 1, 0 };
+
+	if (!l->claim_own)
+		return;		/* a "both" listener's: the engine's TCP side */
+	for (;;) {
+		int s = accept4(l->claim, NULL, NULL, SOCK_CLOEXEC);
+
+		if (s < 0)
+			return;
+		setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		close(s);	/* a reset: nothing listens on TCP here */
+	}
 }
 
 int sdp__shm_claim_send(int sock, int claim)

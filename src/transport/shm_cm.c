@@ -315,6 +315,10 @@ int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
 			return err;
 	}
 	qp->local = l;
+	if (l->claim >= 0) {	/* bound to port 0 by the application */
+		close(l->claim);
+		l->claim = -1;
+	}
 	qp->sock = l->sock;
 	l->sock = -1;
 	qp->dst = d;

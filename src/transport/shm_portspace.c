@@ -417,6 +417,30 @@ int sdp__shm_name_connect(int sock, const struct shm_addr *dst)
 
 /* ---- listener ops -------------------------------------------------------- */
 
+/* bind() to port 0: the port is one the kernel's TCP would give, held
+ * from now on, so that listen() can claim it (shm_claim.c); a port whose
+ * SDP name is taken meanwhile is given back and another one asked for. */
+static int bind_kernel_port(struct shm_addr *a, int is_v6,
+			    struct shm_listener **l)
+{
+	for (int tries = 0; tries < 64; tries++) {
+		struct shm_addr p = *a;
+		int s = sdp__shm_claim_reserve(&p), err;
+
+		if (s < 0)
+			return s;
+		err = sdp__shm_bind_addr(&p, is_v6, l);
+		if (!err) {
+			(*l)->claim = s;
+			return 0;
+		}
+		close(s);
+		if (err != -EADDRINUSE)
+			return err;
+	}
+	return -EADDRNOTAVAIL;
+}
+
 int sdp__shm_bind(const struct sockaddr *sa, socklen_t len,
 		  struct sdp_listener **out)
 {
@@ -429,7 +453,10 @@ int sdp__shm_bind(const struct sockaddr *sa, socklen_t len,
 		return err;
 	if (!sdp__shm_addr_is_local(&a))
 		return -EADDRNOTAVAIL;
-	err = sdp__shm_bind_addr(&a, is_v6, &l);
+	if (a.port)
+		err = sdp__shm_bind_addr(&a, is_v6, &l);
+	else
+		err = bind_kernel_port(&a, is_v6, &l);
 	if (err)
 		return err;
 	*out = (struct sdp_listener *)l;
@@ -464,9 +491,13 @@ int sdp__shm_listen(struct sdp_listener *sl, int backlog, int tcp_claim)
 		if (l->epfd < 0)
 			return -errno;
 		ev.data.fd = l->sock;
-		if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->sock, &ev)) {
-			int err = -errno;
-
+		err = epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->sock, &ev) ? -errno : 0;
+		/* TCP clients at an SDP-only port wake us to be reset. */
+		ev.data.fd = l->claim;
+		if (!err && l->claim_own &&
+		    epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->claim, &ev))
+			err = -errno;
+		if (err) {
 			close(l->epfd);
 			l->epfd = -1;
 			return err;
@@ -499,6 +530,7 @@ static void accept_pending(struct shm_listener *l)
 {
 	uint64_t deadline = sdp__shm_now_ms() + SHM_PENDING_TMO_MS;
 
+	sdp__shm_claim_drain(l);
 	for (;;) {
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 		struct shm_pending *p;

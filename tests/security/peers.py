@@ -15,6 +15,8 @@
                            protocol perfectly.
   client PORT SECRET       connect to 127.0.0.1:PORT, send SECRET, print
                            the reply line.
+  probe PORT               a plain TCP client: print how 127.0.0.1:PORT
+                           answers ("refused", "reset", "eof" or "data").
 """
 import ctypes
 import errno
@@ -119,6 +121,17 @@ def client(port, secret):
     print(f.readline().decode().strip(), flush=True)
 
 
+def probe(port):
+    try:
+        c = socket.create_connection(("127.0.0.1", port), timeout=10)
+        data = c.recv(1)
+        print("data" if data else "eof", flush=True)
+    except ConnectionRefusedError:
+        print("refused", flush=True)
+    except ConnectionResetError:
+        print("reset", flush=True)
+
+
 def main():
     mode = sys.argv[1]
     if mode == "server":
@@ -129,6 +142,8 @@ def main():
         relay(int(sys.argv[2]), int(sys.argv[3]))
     elif mode == "client":
         client(int(sys.argv[2]), sys.argv[3])
+    elif mode == "probe":
+        probe(int(sys.argv[2]))
     else:
         sys.exit("bad mode " + mode)
 

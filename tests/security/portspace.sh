@@ -15,7 +15,8 @@
 #      "both" server: the client gives up on the name within the bound and
 #      reaches A over TCP.
 #   3. B's SDP listener first: it holds the kernel TCP port, so A's TCP
-#      server cannot take the port (EADDRINUSE), as with TCP alone.
+#      server cannot take the port (EADDRINUSE), as with TCP alone; a plain
+#      TCP client of that SDP-only port is reset, not left waiting.
 #   4. B's SDP listener on a privileged port: EACCES, as TCP's bind.
 # Needs root (useradd, runuser).
 set -u
@@ -103,6 +104,10 @@ wait_line "$TMP/b3.out" listening || show "$TMP/b3.err"
 tmo 5 runuser -u sdpsec-a -- "${PEERS[@]}" server "$P" "$TMP/a/log" >"$TMP/a3.out" 2>"$TMP/a3.err"
 check "tcp-after-sdp" "A's TCP server on B's SDP port fails ($(cat "$TMP/a3.out"))" \
 	file_has "$TMP/a3.out" "listen failed: EADDRINUSE"
+# The SDP-only listener's hold on TCP answers plain TCP clients at once.
+tmo 10 "${PEERS[@]}" probe "$P" >"$TMP/p3.out" 2>"$TMP/p3.err"
+check "tcp-client-reset" "a plain TCP client of B's SDP-only port is answered at once ($(cat "$TMP/p3.out"))" \
+	grep -Eqx "reset|refused" "$TMP/p3.out"
 
 # ---- 4. privileged ports stay privileged -----------------------------------
 LOW=$(($(cat /proc/sys/net/ipv4/ip_unprivileged_port_start) - 1))
