@@ -235,7 +235,7 @@ void sdp_switch_record_tcp(int fd, const char *why,
 						       __ATOMIC_ACQUIRE))
 			free(t);
 	}
-	if (!tcp_rec)
+	if (!__atomic_load_n(&tcp_rec, __ATOMIC_ACQUIRE))
 		return;
 	slot = sdp_stat_slot_alloc(fd, 0);
 	if (slot < 0)
@@ -245,18 +245,22 @@ void sdp_switch_record_tcp(int fd, const char *why,
 	sdp_stat_slot_set_reason(slot, why);
 	if (remote)
 		sdp_stat_slot_set_addrs(slot, NULL, remote);
-	slot = __atomic_exchange_n(&tcp_rec[fd], slot + 1, __ATOMIC_ACQ_REL);
+	slot = __atomic_exchange_n(&__atomic_load_n(&tcp_rec, __ATOMIC_ACQUIRE)[fd],
+				   slot + 1, __ATOMIC_ACQ_REL);
 	if (slot > 0)
 		sdp_stat_slot_free(slot - 1);
 }
 
 void sdp_switch_forget_tcp(int fd)
 {
+	/* Any thread closes descriptors, while another may be creating the
+	 * table (sdp_switch_record_tcp). */
+	int *t = __atomic_load_n(&tcp_rec, __ATOMIC_ACQUIRE);
 	int slot;
 
-	if (!tcp_rec || fd < 0 || fd >= TCP_REC_MAX)
+	if (!t || fd < 0 || fd >= TCP_REC_MAX)
 		return;
-	slot = __atomic_exchange_n(&tcp_rec[fd], 0, __ATOMIC_ACQ_REL);
+	slot = __atomic_exchange_n(&t[fd], 0, __ATOMIC_ACQ_REL);
 	if (slot > 0)
 		sdp_stat_slot_free(slot - 1);
 }
