@@ -281,6 +281,7 @@ int sdp_conn_connect(struct sdp_conn *c, struct sdp_listener *local,
 	uint8_t priv[SDP_HELLO_SIZE];
 	struct sdp_hello h;
 	struct sdp_qp_attr attr;
+	uint64_t deadline;
 	struct sdp_qp *qp = NULL;
 	int r;
 
@@ -330,8 +331,16 @@ int sdp_conn_connect(struct sdp_conn *c, struct sdp_listener *local,
 		c->state = SDP_ST_CLOSED;
 		goto out_unlock;
 	}
+	/* A listener that does not prove itself in time fails the connect;
+	 * the progress thread looks then (a hold timer: no syscall). */
+	deadline = c->caps.verify_ms ? sdp_now_ns() +
+		   (uint64_t)(c->caps.verify_ms + 1) * 1000000ull : 0;
+	c->connect_deadline_ns = deadline;
 	pthread_mutex_unlock(&c->lock);
-	return sdp_progress_add_conn(c);
+	r = sdp_progress_add_conn(c);
+	if (r == 0 && deadline)
+		sdp_progress_arm_timer_at(c, deadline);
+	return r;
 
 out_unlock:
 	if (local && r < 0 && !c->qp)
@@ -684,8 +693,7 @@ static int conn_wait_open(struct sdp_conn *c, int timeout_ms, int verified)
 		sdp_conn_progress_locked(c);
 		if (c->state != SDP_ST_CONNECTING)
 			break;
-		if (verified && (c->peer_verified ||
-				 !c->caps.verifies_peer)) {
+		if (verified && (c->peer_verified || !c->caps.verify_ms)) {
 			pthread_mutex_unlock(&c->lock);
 			return 0;
 		}

@@ -225,6 +225,9 @@ struct sdp_conn {
 	unsigned nagle_inflight:1;	/* a short Data is unacknowledged */
 	uint32_t nagle_mseq;		/* its mseq */
 	uint64_t nagle_deadline_ns;	/* flush held data by then */
+	uint64_t connect_deadline_ns;	/* active open: the listener must
+					 * have proved itself by then
+					 * (caps.verify_ms) */
 	unsigned wr_shut:1;		/* shutdown(SHUT_WR) or close */
 	unsigned disconn_sent:1;
 	unsigned abort_sent:1;

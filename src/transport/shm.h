@@ -211,9 +211,7 @@ struct shm_qp {
 	_Atomic int sock_in_ep;		/* sock registered in epfd */
 	bool disc_reported;
 	_Atomic bool claim_ok;		/* the listener proved its port */
-	int claim_tfd;			/* timerfd in epfd: the claim's
-					 * deadline while connecting, or -1 */
-	uint64_t claim_deadline_ms;
+	uint64_t claim_deadline_ms;	/* connecting: no claim by then */
 	int sock;			/* AF_UNIX seqpacket to the peer, or -1 */
 	int epfd;			/* event_fd(): sock + evfd */
 	int evfd;			/* local doorbell (own completions) */
@@ -349,10 +347,8 @@ int sdp__shm_claim_send(int sock, int claim);
 /* SDP-only listener: reset the TCP clients its claim accepted. */
 void sdp__shm_claim_drain(struct shm_listener *l);
 int sdp__shm_claim_verify(int fd, const struct shm_addr *dst);
-/* Client: the deadline for the claim, armed at connect (a timerfd in the
- * QP's event fd wakes the progress thread then), stopped once it came. */
-void sdp__shm_claim_timer_start(struct shm_qp *qp);
-void sdp__shm_claim_timer_stop(struct shm_qp *qp);
+/* Client: no claim by its deadline (set at connect; the engine looks
+ * again then, caps.verify_ms). */
 bool sdp__shm_claim_overdue(struct shm_qp *qp, uint64_t now_ms);
 
 /* shm_qp.c */

@@ -34,9 +34,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "engine/real.h"
@@ -224,40 +222,6 @@ int sdp__shm_claim_verify(int fd, const struct shm_addr *dst)
 	    errno != ENOTCONN)
 		return -EACCES;
 	return 0;
-}
-
-void sdp__shm_claim_timer_start(struct shm_qp *qp)
-{
-	struct epoll_event ev = { .events = EPOLLIN };
-	struct itimerspec its = {
-		.it_value = { SHM_CLAIM_WAIT_MS / 1000,
-			      (SHM_CLAIM_WAIT_MS % 1000) * 1000000L },
-	};
-	int t;
-
-	qp->claim_deadline_ms = sdp__shm_now_ms() + SHM_CLAIM_WAIT_MS;
-	/* Without the timer, blocking waits still see the deadline (each
-	 * wait() slice looks); only the progress thread could oversleep it. */
-	t = sdp_fd_high(timerfd_create(CLOCK_MONOTONIC,
-				       TFD_NONBLOCK | TFD_CLOEXEC));
-	if (t < 0)
-		return;
-	ev.data.fd = t;
-	if (timerfd_settime(t, 0, &its, NULL) ||
-	    epoll_ctl(qp->epfd, EPOLL_CTL_ADD, t, &ev)) {
-		close(t);
-		return;
-	}
-	qp->claim_tfd = t;
-}
-
-void sdp__shm_claim_timer_stop(struct shm_qp *qp)
-{
-	if (qp->claim_tfd < 0)
-		return;
-	epoll_ctl(qp->epfd, EPOLL_CTL_DEL, qp->claim_tfd, NULL);
-	close(qp->claim_tfd);
-	qp->claim_tfd = -1;
 }
 
 bool sdp__shm_claim_overdue(struct shm_qp *qp, uint64_t now_ms)

@@ -241,7 +241,6 @@ static void post_event(struct shm_qp *qp, enum sdp_cm_event_type t, int err,
 static void connect_failed(struct shm_qp *qp, int err)
 {
 	atomic_store(&qp->state, SHM_FAILED);
-	sdp__shm_claim_timer_stop(qp);
 	sdp__shm_sock_unwatch(qp);
 	if (err == -ECONNREFUSED || err == -ECONNRESET || err == -EPIPE)
 		post_event(qp, SDP_CM_REJECTED, -ECONNREFUSED, NULL, 0);
@@ -344,7 +343,7 @@ int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
 		if (epoll_ctl(qp->epfd, EPOLL_CTL_ADD, qp->sock, &eev))
 			return -errno;
 		atomic_store(&qp->sock_in_ep, 1);
-		sdp__shm_claim_timer_start(qp);
+		qp->claim_deadline_ms = sdp__shm_now_ms() + SHM_CLAIM_WAIT_MS;
 	}
 	close(qp->memfd);	/* sent, or never will be */
 	qp->memfd = -1;
@@ -382,7 +381,6 @@ static int connect_reply(struct shm_qp *qp, struct sdp_cm_event *ev)
 			close(fd);
 		if (!err) {
 			atomic_store(&qp->claim_ok, true);
-			sdp__shm_claim_timer_stop(qp);
 			memset(ev, 0, sizeof(*ev));
 			ev->type = SDP_CM_PEER_VERIFIED;
 			return 0;

@@ -111,7 +111,6 @@ int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_qp **out)
 	qp->attr = *attr;
 	qp->sock = qp->epfd = qp->evfd = qp->memfd = qp->peer_pidfd = -1;
 	qp->peer_app_fd = -1;
-	qp->claim_tfd = -1;
 	qp->app_word = qp->ww_gen = -1;
 	err = seg_create(qp);
 	if (err)
@@ -141,7 +140,7 @@ int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_qp **out)
 	qp->caps.max_sge = SDP_MAX_SGE;
 	strcpy(qp->caps.rdma_reason, "not connected");
 	strcpy(qp->caps.name, "shm");
-	qp->caps.verifies_peer = 1;	/* the listener's claim (shm_claim.c) */
+	qp->caps.verify_ms = SHM_CLAIM_WAIT_MS;	/* the claim (shm_claim.c) */
 	*out = qp;
 	return 0;
 
@@ -275,7 +274,6 @@ static void shm_release_qp(struct shm_qp *qp)
 		close(qp->memfd);
 	sdp__shm_peer_pidfd_put(qp->peer_pidfd);
 	sdp__shm_drop_peer_app_fd((struct sdp_qp *)qp);
-	sdp__shm_claim_timer_stop(qp);
 	close(qp->epfd);
 	close(qp->evfd);
 	if (qp->local)

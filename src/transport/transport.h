@@ -152,9 +152,9 @@ struct sdp_tp_caps {
 	int rdma;		/* 1 if RDMA READ/WRITE work on this QP */
 	char rdma_reason[64];	/* when !rdma: why (e.g. "ptrace denied") */
 	char name[16];		/* transport name: "shm", "loop", "verbs" */
-	int verifies_peer;	/* connect: SDP_CM_PEER_VERIFIED comes first,
-				 * or the connect fails (within a bound of
-				 * the transport's) */
+	uint32_t verify_ms;	/* > 0: connect posts SDP_CM_PEER_VERIFIED
+				 * first, or fails once this many ms passed
+				 * (noticed at get_event()) */
 };
 
 /* Address of a connection as the socket layer sees it (sockaddr_in/in6). */
@@ -174,7 +174,7 @@ enum sdp_cm_event_type {
 	SDP_CM_PEER_VERIFIED,	/* still connecting, but the listener proved
 				 * that it may answer for the address (shm:
 				 * its claim on the kernel TCP port); only
-				 * from transports with caps.verifies_peer */
+				 * from transports with caps.verify_ms */
 };
 
 #define SDP_CM_PRIV_MAX 256

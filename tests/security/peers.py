@@ -17,6 +17,9 @@
                            the reply line.
   probe PORT               a plain TCP client: print how 127.0.0.1:PORT
                            answers ("refused", "reset", "eof" or "data").
+  sdpconnect PORT          an explicit SDP socket's non-blocking connect to
+                           127.0.0.1:PORT: print its outcome (an errno name,
+                           or "connected") once poll() says it is done.
 """
 import ctypes
 import errno
@@ -132,6 +135,16 @@ def probe(port):
         print("reset", flush=True)
 
 
+def sdpconnect(port):
+    s = sdp_socket()
+    s.setblocking(False)
+    rc = s.connect_ex(("127.0.0.1", port))
+    if rc == errno.EINPROGRESS:
+        select.select([], [s], [], 20)
+        rc = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    print(errno.errorcode.get(rc, "connected") if rc else "connected", flush=True)
+
+
 def main():
     mode = sys.argv[1]
     if mode == "server":
@@ -144,6 +157,8 @@ def main():
         client(int(sys.argv[2]), sys.argv[3])
     elif mode == "probe":
         probe(int(sys.argv[2]))
+    elif mode == "sdpconnect":
+        sdpconnect(int(sys.argv[2]))
     else:
         sys.exit("bad mode " + mode)
 

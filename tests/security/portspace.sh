@@ -96,6 +96,13 @@ wait_listen "$P" || show "$TMP/a2.out" "$TMP/a2.err"
 client c2 "$P" secret-two
 check "squat-bounded" "past B's silent name the secret reached A in ${CLIENT_MS} ms (bound: 500 ms + TCP)" \
 	eval 'eq "$(cat "$TMP/c2.out")" reply:secret-two && file_has "$TMP/a/log" secret-two && [ "$CLIENT_MS" -lt $((3000 * MULT)) ]'
+# An explicit SDP socket has no fallback: its non-blocking connect to the
+# silent name fails within the bound, noticed by the progress thread.
+t0=$(date +%s%N)
+tmo 20 "${PRE[@]}" "${PEERS[@]}" sdpconnect "$P" >"$TMP/c2s.out" 2>"$TMP/c2s.err"
+t1=$(date +%s%N)
+check "squat-explicit" "an explicit SDP connect to the silent name: $(cat "$TMP/c2s.out") after $(((t1 - t0) / 1000000)) ms" \
+	eval 'eq "$(cat "$TMP/c2s.out")" ECONNREFUSED && [ $(((t1 - t0) / 1000000)) -lt $((3000 * MULT)) ]'
 
 # ---- 3. B's SDP listener first: B holds the port, as over TCP --------------
 P=$(rand_port)
