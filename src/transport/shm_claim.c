@@ -164,32 +164,36 @@ int sdp__shm_claim_send(int sock, int claim)
 	return (size_t)n == iov.iov_len ? 0 : -EPROTO;
 }
 
+/* The checks run on every connect: the real entry points, and no option
+ * read that another one implies. */
 static int sockopt_int(int fd, int level, int name, int *v)
 {
 	socklen_t len = sizeof(*v);
 
 	*v = 0;
-	return getsockopt(fd, level, name, v, &len) ? -errno : 0;
+	return sdp_real.getsockopt(fd, level, name, v, &len) ? -errno : 0;
 }
 
-/* Does the claim's bound address cover dst (same family: equal or
- * wildcard; an IPv6 claim also covers IPv4 when dual-stack)? */
-static bool claim_covers(int fd, int domain, const struct shm_addr *dst)
+/* Is the claim a TCP socket whose bound address covers dst (same family:
+ * equal or wildcard; an IPv6 wildcard also covers IPv4 when dual-stack)? */
+static bool claim_covers(int fd, const struct shm_addr *dst)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 	struct shm_addr a;
-	int is6, v6only;
+	int is6, v6only, proto;
 
-	if (getsockname(fd, (struct sockaddr *)&ss, &len) ||
-	    (int)ss.ss_family != domain ||
+	/* An AF_INET/AF_INET6 socket of protocol TCP is a stream socket. */
+	if (sdp_real.getsockname(fd, (struct sockaddr *)&ss, &len) ||
+	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) ||
+	    sockopt_int(fd, SOL_SOCKET, SO_PROTOCOL, &proto) ||
+	    proto != IPPROTO_TCP ||
 	    sdp__shm_addr_parse((struct sockaddr *)&ss, len, &a, &is6) ||
 	    a.port != dst->port)
 		return false;
 	if (a.v6 == dst->v6)	/* v4-mapped claims parse as IPv4 */
 		return sdp__shm_addr_is_any(&a) ||
 		       !memcmp(a.a, dst->a, a.v6 ? 16 : 4);
-	/* An IPv6 wildcard that is not IPV6_V6ONLY covers every IPv4 one. */
 	return a.v6 && !dst->v6 && sdp__shm_addr_is_any(&a) &&
 	       !sockopt_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only) && !v6only;
 }
@@ -198,27 +202,20 @@ int sdp__shm_claim_verify(int fd, const struct shm_addr *dst)
 {
 	struct sockaddr_storage peer;
 	socklen_t plen = sizeof(peer);
-	int domain, type, proto, listening, reuse, reuseport;
+	int listening, reuse, reuseport;
 
-	if (sockopt_int(fd, SOL_SOCKET, SO_DOMAIN, &domain) ||
-	    sockopt_int(fd, SOL_SOCKET, SO_TYPE, &type) ||
-	    sockopt_int(fd, SOL_SOCKET, SO_PROTOCOL, &proto) ||
-	    (domain != AF_INET && domain != AF_INET6) ||
-	    type != SOCK_STREAM || proto != IPPROTO_TCP)
-		return -EACCES;
-	if (!claim_covers(fd, domain, dst))
-		return -EACCES;
-	if (sockopt_int(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening) ||
-	    sockopt_int(fd, SOL_SOCKET, SO_REUSEADDR, &reuse) ||
-	    sockopt_int(fd, SOL_SOCKET, SO_REUSEPORT, &reuseport))
+	if (sdp_real_init() < 0 || !claim_covers(fd, dst) ||
+	    sockopt_int(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening))
 		return -EACCES;
 	if (listening)
 		return 0;
 	/* Bound only: exclusive only without the reuse options, and only
 	 * while it is no connection's end (a connected socket's port was
 	 * never claimed by bind). */
-	if (reuse || reuseport ||
-	    getpeername(fd, (struct sockaddr *)&peer, &plen) == 0 ||
+	if (sockopt_int(fd, SOL_SOCKET, SO_REUSEADDR, &reuse) ||
+	    sockopt_int(fd, SOL_SOCKET, SO_REUSEPORT, &reuseport) ||
+	    reuse || reuseport ||
+	    sdp_real.getpeername(fd, (struct sockaddr *)&peer, &plen) == 0 ||
 	    errno != ENOTCONN)
 		return -EACCES;
 	return 0;

@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/real.h"
 #include "transport/shm.h"
 
 union shm_cmsg_buf {
@@ -378,7 +379,7 @@ static int connect_reply(struct shm_qp *qp, struct sdp_cm_event *ev)
 	if (!err && type == SHM_MSG_CLAIM && !atomic_load(&qp->claim_ok)) {
 		err = fd < 0 ? -EPROTO : sdp__shm_claim_verify(fd, &qp->dst);
 		if (fd >= 0)
-			close(fd);
+			sdp_real.close(fd);	/* a socket of the kernel's */
 		if (!err) {
 			atomic_store(&qp->claim_ok, true);
 			memset(ev, 0, sizeof(*ev));
