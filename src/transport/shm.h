@@ -346,7 +346,9 @@ int sdp__shm_claim_reserve(struct shm_addr *a);
 int sdp__shm_claim_send(int sock, int claim);
 /* SDP-only listener: reset the TCP clients its claim accepted. */
 void sdp__shm_claim_drain(struct shm_listener *l);
-int sdp__shm_claim_verify(int fd, const struct shm_addr *dst);
+/* 0 if the claim `fd` holds dst's port exclusively in the network
+ * namespace of the socket `here`; else -EACCES. */
+int sdp__shm_claim_verify(int fd, const struct shm_addr *dst, int here);
 /* Client: no claim by its deadline (set at connect; the engine looks
  * again then, caps.verify_ms). */
 bool sdp__shm_claim_overdue(struct shm_qp *qp, uint64_t now_ms);

@@ -18,6 +18,8 @@
  *   - or a bound socket without SO_REUSEADDR and SO_REUSEPORT, never
  *     connected: no other socket can bind a conflicting address while it
  *     exists.
+ * It must also live in the client's network namespace: ports are owned per
+ * namespace, and any user may create one of their own.
  * Holding such a descriptor is a capability: only its owner, or whomever
  * the owner handed it to, has it.  So a client reaches an SDP listener at
  * address:port only if that listener could also own the TCP port there, and
@@ -198,13 +200,27 @@ static bool claim_covers(int fd, const struct shm_addr *dst)
 	       !sockopt_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only) && !v6only;
 }
 
-int sdp__shm_claim_verify(int fd, const struct shm_addr *dst)
+/* Do two sockets live in one network namespace?  A port is only owned
+ * within its namespace, and any user may make a namespace of their own
+ * (unshare -Urn) where every port is theirs. */
+static bool same_netns(int a, int b)
+{
+	uint64_t ca = 0, cb = 0;
+	socklen_t la = sizeof(ca), lb = sizeof(cb);
+
+	return !sdp_real.getsockopt(a, SOL_SOCKET, SO_NETNS_COOKIE, &ca, &la) &&
+	       !sdp_real.getsockopt(b, SOL_SOCKET, SO_NETNS_COOKIE, &cb, &lb) &&
+	       la == sizeof(ca) && ca == cb;
+}
+
+int sdp__shm_claim_verify(int fd, const struct shm_addr *dst, int here)
 {
 	struct sockaddr_storage peer;
 	socklen_t plen = sizeof(peer);
 	int listening, reuse, reuseport;
 
 	if (sdp_real_init() < 0 || !claim_covers(fd, dst) ||
+	    !same_netns(fd, here) ||
 	    sockopt_int(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening))
 		return -EACCES;
 	if (listening)

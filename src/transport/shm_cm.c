@@ -377,7 +377,8 @@ static int connect_reply(struct shm_qp *qp, struct sdp_cm_event *ev)
 	/* Nothing from the listener is trusted before its claim on the port
 	 * (shm_claim.c): a listener that cannot show it is none. */
 	if (!err && type == SHM_MSG_CLAIM && !atomic_load(&qp->claim_ok)) {
-		err = fd < 0 ? -EPROTO : sdp__shm_claim_verify(fd, &qp->dst);
+		err = fd < 0 ? -EPROTO :
+		      sdp__shm_claim_verify(fd, &qp->dst, qp->sock);
 		if (fd >= 0)
 			sdp_real.close(fd);	/* a socket of the kernel's */
 		if (!err) {

@@ -17,6 +17,13 @@
                            the reply line.
   probe PORT               a plain TCP client: print how 127.0.0.1:PORT
                            answers ("refused", "reset", "eof" or "data").
+  nsclaim PORT PATH        (inside `unshare -Urn`: a network namespace of
+                           one's own, where every port is free) listen on
+                           TCP 0.0.0.0:PORT and hand that socket to the
+                           unix socket at PATH.
+  forge PORT PATH          take the socket nsclaim hands over at PATH, bind
+                           the rendezvous name for 127.0.0.1:PORT, and show
+                           every client that socket as the claim.
   sdpconnect PORT          an explicit SDP socket's non-blocking connect to
                            127.0.0.1:PORT: print its outcome (an errno name,
                            or "connected") once poll() says it is done.
@@ -145,6 +152,47 @@ def sdpconnect(port):
     print(errno.errorcode.get(rc, "connected") if rc else "connected", flush=True)
 
 
+# The shm rendezvous envelope's Claim message: magic, version, type, then
+# zeroes up to the private data (shm_wire_msg in src/transport/shm.h).
+SHM_WIRE_MAGIC = 0x4d434453
+SHM_VERSION = 4
+SHM_MSG_CLAIM = 4
+SHM_WIRE_HDR = 40
+
+
+def nsclaim(port, path):
+    t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    t.bind(("0.0.0.0", port))
+    t.listen(8)
+    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    u.connect(path)
+    socket.send_fds(u, [b"x"], [t.fileno()])
+    threading.Event().wait()
+
+
+def forge(port, path):
+    import struct
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(1)
+    print("waiting", flush=True)
+    u, _ = srv.accept()
+    _msg, fds, _f, _a = socket.recv_fds(u, 16, 1)
+    claim = fds[0]
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.bind(name(port))
+    s.listen(64)
+    print("forging", flush=True)
+    hdr = struct.pack("=IHH", SHM_WIRE_MAGIC, SHM_VERSION, SHM_MSG_CLAIM)
+    hdr += bytes(SHM_WIRE_HDR - len(hdr))
+    keep = []
+    while True:
+        c, _ = s.accept()
+        c.recv(4096)                    # the Hello
+        socket.send_fds(c, [hdr], [claim])
+        keep.append(c)                  # and never an Accept
+
+
 def main():
     mode = sys.argv[1]
     if mode == "server":
@@ -157,6 +205,10 @@ def main():
         client(int(sys.argv[2]), sys.argv[3])
     elif mode == "probe":
         probe(int(sys.argv[2]))
+    elif mode == "nsclaim":
+        nsclaim(int(sys.argv[2]), sys.argv[3])
+    elif mode == "forge":
+        forge(int(sys.argv[2]), sys.argv[3])
     elif mode == "sdpconnect":
         sdpconnect(int(sys.argv[2]))
     else:

@@ -11,6 +11,9 @@
 #      the rendezvous name, forwarding every message and descriptor to B's
 #      own SDP listener on another port, is refused by the client, which
 #      falls back to TCP and reaches A.
+#   1b. B shows, as the claim, a socket that owns the port in a network
+#      namespace of B's own (unshare -Urn): refused at once, the secret
+#      reaches A.
 #   2. B squats on the rendezvous name first and never answers; A starts a
 #      "both" server: the client gives up on the name within the bound and
 #      reaches A over TCP.
@@ -86,6 +89,25 @@ check "relay-refused" "through B's relay the secret reached A (reply '$(cat "$TM
 	eval 'eq "$(cat "$TMP/c1.out")" reply:secret-one && file_has "$TMP/a/log" secret-one'
 check "relay-nothing-to-b" "B's listener received nothing" file_lacks "$TMP/b/log" secret-one
 check "relay-fallback-logged" "the client's log names the fallback" file_has "$TMP/c1.err" "over TCP"
+
+# ---- 1b. B's claim from a network namespace of B's own ----------------------
+# Any user may create one (unshare -Urn) and own every port in it; such a
+# socket, shown as the claim, must not pass for the port here.
+if runuser -u sdpsec-b -- unshare -Urn true 2>/dev/null; then
+	P=$(rand_port)
+	bg a1n as sdpsec-a "${PEERS[@]}" server "$P" "$TMP/a/log"
+	wait_listen "$P" || show "$TMP/a1n.err"
+	bg b1f as sdpsec-b "${PEERS[@]}" forge "$P" "$TMP/b/ns.sock"
+	wait_line "$TMP/b1f.out" waiting || show "$TMP/b1f.err"
+	bg b1n runuser -u sdpsec-b -- unshare -Urn "${PEERS[@]}" nsclaim "$P" "$TMP/b/ns.sock"
+	wait_line "$TMP/b1f.out" forging || show "$TMP/b1f.err" "$TMP/b1n.err"
+	client c1n "$P" secret-ns
+	check "netns-claim" "B's claim from its own network namespace is refused: the secret reached A (reply '$(cat "$TMP/c1n.out")', ${CLIENT_MS} ms)" \
+		eval 'eq "$(cat "$TMP/c1n.out")" reply:secret-ns && file_has "$TMP/a/log" secret-ns && [ "$CLIENT_MS" -lt $((400 * MULT)) ]'
+else
+	NCHECK=$((NCHECK + 1))
+	echo "ok $NCHECK - netns-claim # SKIP unprivileged users cannot create network namespaces here"
+fi
 
 # ---- 2. B squats on the name first and stays silent; A serves "both" -------
 P=$(rand_port)
