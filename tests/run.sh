@@ -366,12 +366,10 @@ plain_scripts() {
 		run_test "$name" "$tmo" unit bash "$script" "$BUILD"
 	done
 }
-# The tools' own options (sdpperf, settings); the security suite; then the suite checked
+# The tools' own options (sdpperf, settings); then the suite checked
 # against itself (the mutations it must catch, docs in step with
 # tests/skips.list).
 plain_scripts tools 120
-# Hostile local users against the real servers' ports (docs/SECURITY.md).
-plain_scripts security 300
 plain_scripts meta 600
 
 T_END=$(date +%s)

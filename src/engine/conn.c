@@ -281,7 +281,6 @@ int sdp_conn_connect(struct sdp_conn *c, struct sdp_listener *local,
 	uint8_t priv[SDP_HELLO_SIZE];
 	struct sdp_hello h;
 	struct sdp_qp_attr attr;
-	uint64_t deadline;
 	struct sdp_qp *qp = NULL;
 	int r;
 
@@ -331,16 +330,8 @@ int sdp_conn_connect(struct sdp_conn *c, struct sdp_listener *local,
 		c->state = SDP_ST_CLOSED;
 		goto out_unlock;
 	}
-	/* A listener that does not prove itself in time fails the connect;
-	 * the progress thread looks then (a hold timer: no syscall). */
-	deadline = c->caps.verify_ms ? sdp_now_ns() +
-		   (uint64_t)(c->caps.verify_ms + 1) * 1000000ull : 0;
-	c->connect_deadline_ns = deadline;
 	pthread_mutex_unlock(&c->lock);
-	r = sdp_progress_add_conn(c);
-	if (r == 0 && deadline)
-		sdp_progress_arm_timer_at(c, deadline);
-	return r;
+	return sdp_progress_add_conn(c);
 
 out_unlock:
 	if (local && r < 0 && !c->qp)
@@ -363,10 +354,6 @@ static int conn_handle_cm_event_locked(struct sdp_conn *c)
 	if (r < 0)
 		return r;
 	switch (ev.type) {
-	case SDP_CM_PEER_VERIFIED:
-		c->peer_verified = 1;
-		/* The Accept may be right behind it. */
-		return conn_handle_cm_event_locked(c);
 	case SDP_CM_ESTABLISHED:
 		r = sdp_wire_decode_hello_ack(ev.priv, ev.priv_len, &ack);
 		if (r < 0) {
@@ -677,10 +664,7 @@ int sdp_conn_take_err_locked(struct sdp_conn *c)
 	return e;
 }
 
-/* Wait until the connect is no longer in progress or, with `verified`,
- * until the listener proved who it is (at once where the transport does
- * not verify peers). */
-static int conn_wait_open(struct sdp_conn *c, int timeout_ms, int verified)
+int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms)
 {
 	uint64_t deadline = timeout_ms >= 0 ?
 		sdp_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
@@ -693,10 +677,6 @@ static int conn_wait_open(struct sdp_conn *c, int timeout_ms, int verified)
 		sdp_conn_progress_locked(c);
 		if (c->state != SDP_ST_CONNECTING)
 			break;
-		if (verified && (c->peer_verified || !c->caps.verify_ms)) {
-			pthread_mutex_unlock(&c->lock);
-			return 0;
-		}
 		tmo = -1;
 		if (deadline) {
 			uint64_t now = sdp_now_ns();
@@ -720,16 +700,6 @@ static int conn_wait_open(struct sdp_conn *c, int timeout_ms, int verified)
 		c->so_error = 0;	/* reported by connect() itself */
 	pthread_mutex_unlock(&c->lock);
 	return r;
-}
-
-int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms)
-{
-	return conn_wait_open(c, timeout_ms, 0);
-}
-
-int sdp_conn_wait_verified(struct sdp_conn *c, int timeout_ms)
-{
-	return conn_wait_open(c, timeout_ms, 1);
 }
 
 int sdp_conn_shutdown(struct sdp_conn *c, int how)

@@ -225,9 +225,6 @@ struct sdp_conn {
 	unsigned nagle_inflight:1;	/* a short Data is unacknowledged */
 	uint32_t nagle_mseq;		/* its mseq */
 	uint64_t nagle_deadline_ns;	/* flush held data by then */
-	uint64_t connect_deadline_ns;	/* active open: the listener must
-					 * have proved itself by then
-					 * (caps.verify_ms) */
 	unsigned wr_shut:1;		/* shutdown(SHUT_WR) or close */
 	unsigned disconn_sent:1;
 	unsigned abort_sent:1;
@@ -246,7 +243,6 @@ struct sdp_conn {
 	unsigned peer_takes_tcp:1;	/* active open: the listener said it
 					 * takes kernel TCP too (SDP_CM_F_*) */
 	unsigned active_open_done:1;	/* active open: it got established */
-	unsigned peer_verified:1;	/* active open: SDP_CM_PEER_VERIFIED */
 	unsigned app_armed:1;		/* peer may wake the app (appwake.h) */
 	unsigned appwake_off:1;		/* not for this connection any more */
 	unsigned ready_defer:1;		/* inside an app call: mirror at its end */
@@ -394,10 +390,6 @@ void sdp_conn_detach(struct sdp_conn *c);
 
 /* Wait until connected (blocking connect).  timeout_ms < 0: forever. */
 int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms);
-/* Wait (at most timeout_ms) until the listener proved it may answer for the
- * address (SDP_CM_PEER_VERIFIED) or the connect ended: 0 while it goes on
- * or once established, -errno if it failed, -ETIMEDOUT, -EINTR. */
-int sdp_conn_wait_verified(struct sdp_conn *c, int timeout_ms);
 
 /* ---- data (tx.c / rx.c) ---- */
 

@@ -54,7 +54,7 @@ static void futex_wake_all(atomic_uint *w)
 	syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
-int sdp_listen_create(struct sdp_listener *tl, int backlog, int tcp_claim,
+int sdp_listen_create(struct sdp_listener *tl, int backlog,
 		      struct sdp_ready *ready, struct sdp_listen **out)
 {
 	const struct sdp_transport_ops *ops = sdp_tp_default();
@@ -71,7 +71,7 @@ int sdp_listen_create(struct sdp_listener *tl, int backlog, int tcp_claim,
 	l->tcp_fd = -1;
 	l->stat_slot = -1;
 	sdp_listen_set_backlog(l, backlog);
-	r = ops->listen(tl, l->backlog, tcp_claim);
+	r = ops->listen(tl, l->backlog);
 	if (r < 0)
 		goto err;
 	r = sdp_progress_add_listener(l);

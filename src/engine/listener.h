@@ -44,10 +44,8 @@ struct sdp_listen {
 	int stat_slot;			/* sdpstat record, or -1 */
 };
 
-/* Takes ownership of `tl` (already bound); starts listening.  `tcp_claim`:
- * see the transport's listen() (a "both" listener's listening TCP socket,
- * still the caller's), or -1. */
-int sdp_listen_create(struct sdp_listener *tl, int backlog, int tcp_claim,
+/* Takes ownership of `tl` (already bound); starts listening. */
+int sdp_listen_create(struct sdp_listener *tl, int backlog,
 		      struct sdp_ready *ready, struct sdp_listen **out);
 void sdp_listen_set_backlog(struct sdp_listen *l, int backlog);
 /* Pop an established connection (the caller owns the reference).  On a

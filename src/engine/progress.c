@@ -329,17 +329,6 @@ static int orphan_done_locked(const struct sdp_conn *c)
  * pending, so the next epoll_wait must not sleep. */
 static int poll_again;
 
-/* c->lock held: the earliest deadline a connection's hold timer serves --
- * a Nagle or cork hold, or the end of the transport's bound on the
- * listener proving who it is while connecting -- or 0. */
-static uint64_t hold_deadline(const struct sdp_conn *c)
-{
-	uint64_t d = c->nagle_deadline_ns;
-	uint64_t k = c->state == SDP_ST_CONNECTING ? c->connect_deadline_ns : 0;
-
-	return !d || (k && k < d) ? k : d;
-}
-
 /* Run one connection's progress; returns 1 if it must be released. */
 static int service_conn(struct sdp_conn *c, uint64_t now)
 {
@@ -378,8 +367,6 @@ static int service_conn(struct sdp_conn *c, uint64_t now)
 	 * unarmed, so no doorbell will ring for it.  Come back next turn. */
 	if (c->registered && (c->nagle_deadline_ns || c->orphan || more))
 		sdp_progress_arm_timer(c);
-	else if (c->registered && hold_deadline(c) > now)
-		sdp_progress_arm_timer_at(c, hold_deadline(c));
 	if (c->registered && more)
 		poll_again = 1;
 	pthread_mutex_unlock(&c->lock);
@@ -393,7 +380,7 @@ static int hold_due(struct sdp_conn *c, uint64_t now, uint64_t *nearest)
 	uint64_t d;
 
 	pthread_mutex_lock(&c->lock);
-	d = hold_deadline(c);
+	d = c->nagle_deadline_ns;
 	if (d && now < d && c->registered) {
 		sdp_progress_arm_timer_at(c, d);
 		if (!*nearest || d < *nearest)
@@ -445,7 +432,7 @@ static uint64_t service_timers(uint64_t now, struct sdp_conn **release,
 		if (*nrelease < max && service_conn(c, now))
 			release[(*nrelease)++] = c;
 		pthread_mutex_lock(&c->lock);
-		d = hold_deadline(c);
+		d = c->nagle_deadline_ns;
 		if (c->orphan && c->close_deadline_ns &&
 		    (!d || c->close_deadline_ns < d))
 			d = c->close_deadline_ns;

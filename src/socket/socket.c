@@ -30,11 +30,6 @@
 #include "socket/sock.h"
 #include "transport/fdhigh.h"
 
-/* The longest a non-blocking "both" connect waits for the listener to prove
- * itself before it returns: a safety net above the transport's own bound
- * (shm: SHM_CLAIM_WAIT_MS), which ends the wait first. */
-#define SDP_SWITCH_VERIFY_MS 2000
-
 SDP_EXPORT const char *sdp_version(void)
 {
 	return "0.1.0";
@@ -296,7 +291,7 @@ SDP_EXPORT int listen(int fd, int backlog)
 		goto out;
 	}
 	sdp_ready_set(&s->ready, 0);	/* nothing to accept yet */
-	r = sdp_listen_create(s->bound, backlog, -1, &s->ready, &s->lsn);
+	r = sdp_listen_create(s->bound, backlog, &s->ready, &s->lsn);
 	if (r < 0)
 		goto out;
 	s->bound = NULL;
@@ -571,12 +566,6 @@ SDP_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	if (r < 0 || !c)
 		goto out;
 	if (atomic_load(&s->nonblock)) {
-		/* "both": the listener proves who it is (shm: its claim on the
-		 * TCP port, in microseconds; a squatter within the transport's
-		 * bound) while this connect can still fall back to TCP; once
-		 * EINPROGRESS is out the descriptor may be in an epoll set. */
-		if (s->switched && s->shadow >= 0 && s->may_fallback)
-			sdp_conn_wait_verified(c, SDP_SWITCH_VERIFY_MS);
 		pthread_mutex_lock(&c->lock);
 		sdp_conn_progress_locked(c);
 		if (c->state == SDP_ST_ESTABLISHED)

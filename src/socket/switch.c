@@ -429,32 +429,24 @@ int sdp_switch_listen(struct sdp_sock *s, int fd, int backlog)
 		pthread_mutex_unlock(&s->lock);
 		return -EAGAIN;	/* socket.c's plain SDP path binds and listens */
 	}
-	/* "both": the kernel TCP listener comes first; it is the SDP
-	 * listener's claim on the port (docs/SECURITY.md). */
-	if (v == SDP_POLICY_BOTH && s->shadow >= 0 &&
-	    sdp_real.listen(s->shadow, backlog) < 0) {
-		r = -errno;
-		goto out;
-	}
-	if (v != SDP_POLICY_BOTH && s->shadow >= 0) {
-		/* "sdp": SDP only; the transport claims the TCP port anew,
-		 * without the application's SO_REUSEADDR. */
-		sdp_real.close(s->shadow);
-		s->shadow = -1;
-	}
 	sdp_ready_set(&s->ready, 0);
-	r = sdp_listen_create(s->bound, backlog,
-			      v == SDP_POLICY_BOTH ? s->shadow : -1,
-			      &s->ready, &s->lsn);
+	r = sdp_listen_create(s->bound, backlog, &s->ready, &s->lsn);
 	if (r < 0)
 		goto out;
 	s->bound = NULL;
 	s->kind = SDP_SK_LISTEN;
 	if (v == SDP_POLICY_BOTH && s->shadow >= 0) {
+		if (sdp_real.listen(s->shadow, backlog) < 0) {
+			r = -errno;
+			goto out;
+		}
 		/* The listener owns the TCP side from now on. */
 		r = sdp_listen_add_tcp(s->lsn, s->shadow);
 		if (r == 0)
 			s->shadow = -1;
+	} else if (s->shadow >= 0) {
+		sdp_real.close(s->shadow);	/* "sdp": SDP only */
+		s->shadow = -1;
 	}
 	if (r == 0)
 		r = sdp_lsnfd_install(s, fd);

@@ -28,7 +28,7 @@ static int dummy_bound_addr(struct sdp_listener *l, struct sockaddr_storage *ss,
 	return -EOPNOTSUPP;
 }
 
-static int dummy_listen(struct sdp_listener *l, int backlog, int tcp_claim)
+static int dummy_listen(struct sdp_listener *l, int backlog)
 {
 	return -EOPNOTSUPP;
 }

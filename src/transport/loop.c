@@ -504,7 +504,7 @@ static int loop_bound_addr(struct sdp_listener *sl, struct sockaddr_storage *ss,
 	return 0;
 }
 
-static int loop_listen(struct sdp_listener *sl, int backlog, int tcp_claim)
+static int loop_listen(struct sdp_listener *sl, int backlog)
 {
 	struct loop_listener *l = LL(sl);
 	int err;

@@ -163,19 +163,19 @@ static int watch(int epfd, int fd, uint32_t tag)
 	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
 }
 
-static int multi_listen(struct sdp_listener *l, int backlog, int tcp_claim)
+static int multi_listen(struct sdp_listener *l, int backlog)
 {
 	struct multi_listener *ml = ML(l);
 	const struct sdp_transport_ops *v = verbs_ops();
 	int r;
 
-	r = SHM->listen(ml->shm, backlog, tcp_claim);
+	r = SHM->listen(ml->shm, backlog);
 	if (r < 0)
 		return r;
 	r = watch(ml->epfd, SHM->listener_fd(ml->shm), 0);
 	if (r < 0 && r != -EEXIST)
 		return r;
-	if (ml->verbs && (v->listen(ml->verbs, backlog, tcp_claim) < 0 ||
+	if (ml->verbs && (v->listen(ml->verbs, backlog) < 0 ||
 			  watch(ml->epfd, v->listener_fd(ml->verbs), 1) < 0)) {
 		v->close_listener(ml->verbs);	/* shm only */
 		ml->verbs = NULL;

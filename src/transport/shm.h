@@ -40,13 +40,6 @@
 #define SHM_RECV_LKEY	0x80000000u	/* never a valid rkey (bit 31) */
 #define SHM_WAIT_SLICE_MS 100
 #define SHM_PENDING_TMO_MS 5000		/* half-open connection lifetime */
-/* How long a client waits for the listener's claim on its port
- * (shm_claim.c) before it calls the name a squatter: a real listener's
- * progress thread sends it as soon as the Hello arrives, in microseconds;
- * anything that binds the name and stays silent costs a connect this much,
- * and "both" then falls back to TCP. */
-#define SHM_CLAIM_WAIT_MS 500
-#define SHM_CLAIM_BACKLOG 8		/* TCP clients waiting for their reset */
 /* Accepted, Hello not read yet.  A burst of connects (wrk -c 1000) is
  * taken whole: past this bound new ones are closed, which the client sees
  * as a refusal.  SOMAXCONN's default, as the engine's backlog bound. */
@@ -159,9 +152,6 @@ struct shm_listener {
 	int is_v6_socket;		/* present addresses as sockaddr_in6 */
 	int sock;			/* AF_UNIX seqpacket, bound to the name */
 	int epfd;			/* listener_fd: sock + pending conns */
-	int claim;			/* kernel TCP socket holding addr:port
-					 * (shm_claim.c), or -1 */
-	bool claim_own;			/* ours (SDP only): reset its clients */
 	bool listening;
 	struct shm_pending *pending;	/* accepted, Hello not read yet */
 	int npending;
@@ -210,8 +200,6 @@ struct shm_qp {
 	_Atomic int err;		/* in error: flush everything */
 	_Atomic int sock_in_ep;		/* sock registered in epfd */
 	bool disc_reported;
-	_Atomic bool claim_ok;		/* the listener proved its port */
-	uint64_t claim_deadline_ms;	/* connecting: no claim by then */
 	int sock;			/* AF_UNIX seqpacket to the peer, or -1 */
 	int epfd;			/* event_fd(): sock + evfd */
 	int evfd;			/* local doorbell (own completions) */
@@ -282,7 +270,7 @@ int sdp__shm_bind(const struct sockaddr *addr, socklen_t len,
 		  struct sdp_listener **out);
 int sdp__shm_bound_addr(struct sdp_listener *l, struct sockaddr_storage *ss,
 			socklen_t *len);
-int sdp__shm_listen(struct sdp_listener *l, int backlog, int tcp_claim);
+int sdp__shm_listen(struct sdp_listener *l, int backlog);
 int sdp__shm_listener_fd(struct sdp_listener *l);
 int sdp__shm_get_request(struct sdp_listener *l, struct sdp_conn_req **req,
 			 void *priv, uint32_t *priv_len);
@@ -315,43 +303,7 @@ int sdp__shm_connect(struct sdp_qp *qp, struct sdp_listener *local,
 int sdp__shm_accept(struct sdp_qp *qp, const void *priv, uint32_t priv_len);
 int sdp__shm_get_event(struct sdp_qp *qp, struct sdp_cm_event *ev);
 
-/* The CM messages: Hello (client), then Claim (shm_claim.c) and Accept or
- * Reject (listener). */
-enum { SHM_MSG_HELLO = 1, SHM_MSG_ACCEPT = 2, SHM_MSG_REJECT = 3,
-       SHM_MSG_CLAIM = 4 };
-
-#define SHM_WIRE_MAGIC 0x4d434453u	/* "SDCM" */
-
-struct shm_wire_msg {			/* host order: both ends share a host */
-	uint32_t magic;
-	uint16_t version;
-	uint16_t type;			/* SHM_MSG_* */
-	uint64_t seg_base;		/* sender's VA of its segment */
-	uint8_t dst_v6;			/* Hello: the address the client dialled */
-	uint8_t flags;			/* Accept: SDP_CM_F_* (0 in a Hello) */
-	uint16_t dst_port;
-	uint8_t dst_addr[16];
-	uint32_t priv_len;
-	uint8_t priv[SDP_CM_PRIV_MAX];
-};
-
-#define SHM_WIRE_HDR offsetof(struct shm_wire_msg, priv)
-
-
-/* shm_claim.c: the listener's hold on the kernel TCP port it stands for. */
-int sdp__shm_claim_take(struct shm_listener *l, int tcp_claim);
-/* bind(port 0): a TCP socket on a free kernel port, which a->port then
- * names; the claim of that address if it comes to listen. */
-int sdp__shm_claim_reserve(struct shm_addr *a);
-int sdp__shm_claim_send(int sock, int claim);
-/* SDP-only listener: reset the TCP clients its claim accepted. */
-void sdp__shm_claim_drain(struct shm_listener *l);
-/* 0 if the claim `fd` holds dst's port exclusively in the network
- * namespace of the socket `here`; else -EACCES. */
-int sdp__shm_claim_verify(int fd, const struct shm_addr *dst, int here);
-/* Client: no claim by its deadline (set at connect; the engine looks
- * again then, caps.verify_ms). */
-bool sdp__shm_claim_overdue(struct shm_qp *qp, uint64_t now_ms);
+enum { SHM_MSG_HELLO = 1, SHM_MSG_ACCEPT = 2, SHM_MSG_REJECT = 3 };
 
 /* shm_qp.c */
 int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_qp **out);

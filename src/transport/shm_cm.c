@@ -29,8 +29,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/real.h"
 #include "transport/shm.h"
+
+#define SHM_WIRE_MAGIC 0x4d434453u	/* "SDCM" */
+
+struct shm_wire_msg {			/* host order: both ends share a host */
+	uint32_t magic;
+	uint16_t version;
+	uint16_t type;			/* SHM_MSG_* */
+	uint64_t seg_base;		/* sender's VA of its segment */
+	uint8_t dst_v6;			/* Hello: the address the client dialled */
+	uint8_t flags;			/* Accept: SDP_CM_F_* (0 in a Hello) */
+	uint16_t dst_port;
+	uint8_t dst_addr[16];
+	uint32_t priv_len;
+	uint8_t priv[SDP_CM_PRIV_MAX];
+};
+
+#define SHM_WIRE_HDR offsetof(struct shm_wire_msg, priv)
 
 union shm_cmsg_buf {
 	char buf[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(4 * sizeof(int))];
@@ -315,10 +331,6 @@ int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
 			return err;
 	}
 	qp->local = l;
-	if (l->claim >= 0) {	/* bound to port 0 by the application */
-		close(l->claim);
-		l->claim = -1;
-	}
 	qp->sock = l->sock;
 	l->sock = -1;
 	qp->dst = d;
@@ -344,7 +356,6 @@ int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
 		if (epoll_ctl(qp->epfd, EPOLL_CTL_ADD, qp->sock, &eev))
 			return -errno;
 		atomic_store(&qp->sock_in_ep, 1);
-		qp->claim_deadline_ms = sdp__shm_now_ms() + SHM_CLAIM_WAIT_MS;
 	}
 	close(qp->memfd);	/* sent, or never will be */
 	qp->memfd = -1;
@@ -369,32 +380,10 @@ static int connect_reply(struct shm_qp *qp, struct sdp_cm_event *ev)
 
 	err = sdp__shm_recv_msg(qp->sock, &type, priv, &plen, &dummy, &base,
 				&fd, &pid, &flags);
-	if (err == -EAGAIN) {
-		if (!sdp__shm_claim_overdue(qp, sdp__shm_now_ms()))
-			return -EAGAIN;
-		err = -ECONNREFUSED;	/* a silent name: a squatter */
-	}
-	/* Nothing from the listener is trusted before its claim on the port
-	 * (shm_claim.c): a listener that cannot show it is none. */
-	if (!err && type == SHM_MSG_CLAIM && !atomic_load(&qp->claim_ok)) {
-		err = fd < 0 ? -EPROTO :
-		      sdp__shm_claim_verify(fd, &qp->dst, qp->sock);
-		if (fd >= 0)
-			sdp_real.close(fd);	/* a socket of the kernel's */
-		if (!err) {
-			atomic_store(&qp->claim_ok, true);
-			memset(ev, 0, sizeof(*ev));
-			ev->type = SDP_CM_PEER_VERIFIED;
-			return 0;
-		}
-		fd = -1;
-		err = -ECONNREFUSED;
-	} else if (!err && type != SHM_MSG_REJECT &&
-		   !atomic_load(&qp->claim_ok)) {
-		err = -ECONNREFUSED;
-	} else if (!err && (type != SHM_MSG_ACCEPT || fd < 0)) {
+	if (err == -EAGAIN)
+		return -EAGAIN;
+	if (!err && (type != SHM_MSG_ACCEPT || fd < 0))
 		err = type == SHM_MSG_REJECT ? -ECONNREFUSED : -EPROTO;
-	}
 	if (!err)
 		err = sdp__shm_map_peer(fd, &qp->peer);
 	if (fd >= 0)

@@ -357,7 +357,6 @@ int sdp__shm_bind_addr(const struct shm_addr *a, int is_v6_socket,
 	l->addr = *a;
 	l->is_v6_socket = is_v6_socket;
 	l->epfd = -1;
-	l->claim = -1;
 	s = a->port ? bind_exact(&l->addr) : bind_ephemeral(&l->addr);
 	if (s < 0) {
 		free(l);
@@ -417,30 +416,6 @@ int sdp__shm_name_connect(int sock, const struct shm_addr *dst)
 
 /* ---- listener ops -------------------------------------------------------- */
 
-/* bind() to port 0: the port is one the kernel's TCP would give, held
- * from now on, so that listen() can claim it (shm_claim.c); a port whose
- * SDP name is taken meanwhile is given back and another one asked for. */
-static int bind_kernel_port(struct shm_addr *a, int is_v6,
-			    struct shm_listener **l)
-{
-	for (int tries = 0; tries < 64; tries++) {
-		struct shm_addr p = *a;
-		int s = sdp__shm_claim_reserve(&p), err;
-
-		if (s < 0)
-			return s;
-		err = sdp__shm_bind_addr(&p, is_v6, l);
-		if (!err) {
-			(*l)->claim = s;
-			return 0;
-		}
-		close(s);
-		if (err != -EADDRINUSE)
-			return err;
-	}
-	return -EADDRNOTAVAIL;
-}
-
 int sdp__shm_bind(const struct sockaddr *sa, socklen_t len,
 		  struct sdp_listener **out)
 {
@@ -453,10 +428,7 @@ int sdp__shm_bind(const struct sockaddr *sa, socklen_t len,
 		return err;
 	if (!sdp__shm_addr_is_local(&a))
 		return -EADDRNOTAVAIL;
-	if (a.port)
-		err = sdp__shm_bind_addr(&a, is_v6, &l);
-	else
-		err = bind_kernel_port(&a, is_v6, &l);
+	err = sdp__shm_bind_addr(&a, is_v6, &l);
 	if (err)
 		return err;
 	*out = (struct sdp_listener *)l;
@@ -472,18 +444,13 @@ int sdp__shm_bound_addr(struct sdp_listener *sl, struct sockaddr_storage *ss,
 	return 0;
 }
 
-int sdp__shm_listen(struct sdp_listener *sl, int backlog, int tcp_claim)
+int sdp__shm_listen(struct sdp_listener *sl, int backlog)
 {
 	struct shm_listener *l = SHM_L(sl);
 	struct epoll_event ev = { .events = EPOLLIN };
-	int err;
 
 	if (l->sock < 0)
 		return -EINVAL;
-	/* No client is answered without the claim: take it first. */
-	err = sdp__shm_claim_take(l, tcp_claim);
-	if (err)
-		return err;
 	if (listen(l->sock, backlog > 0 ? backlog : 1))
 		return -errno;
 	if (l->epfd < 0) {
@@ -491,13 +458,9 @@ int sdp__shm_listen(struct sdp_listener *sl, int backlog, int tcp_claim)
 		if (l->epfd < 0)
 			return -errno;
 		ev.data.fd = l->sock;
-		err = epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->sock, &ev) ? -errno : 0;
-		/* TCP clients at an SDP-only port wake us to be reset. */
-		ev.data.fd = l->claim;
-		if (!err && l->claim_own &&
-		    epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->claim, &ev))
-			err = -errno;
-		if (err) {
+		if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->sock, &ev)) {
+			int err = -errno;
+
 			close(l->epfd);
 			l->epfd = -1;
 			return err;
@@ -530,7 +493,6 @@ static void accept_pending(struct shm_listener *l)
 {
 	uint64_t deadline = sdp__shm_now_ms() + SHM_PENDING_TMO_MS;
 
-	sdp__shm_claim_drain(l);
 	for (;;) {
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 		struct shm_pending *p;
@@ -594,14 +556,6 @@ int sdp__shm_request_build(struct shm_listener *l, int sock, int memfd,
 	err = sdp__shm_map_peer(memfd, &r->peer);
 	if (err)
 		goto err_free;
-	/* The claim goes first: the client trusts the Accept only after it.
-	 * A client in connect() may sleep on its segment's word: wake it. */
-	err = sdp__shm_claim_send(sock, l->claim);
-	if (err) {
-		sdp__shm_seg_unmap(&r->peer);
-		goto err_free;
-	}
-	sdp__shm_wake_owner_seg(r->peer.ctrl, -1, -1, NULL, 0);
 	r->sock = sock;
 	r->peer_pid = pid;
 	r->peer_base = base;
@@ -697,8 +651,6 @@ void sdp__shm_listener_free(struct shm_listener *l)
 		close(l->epfd);
 	if (l->sock >= 0)
 		close(l->sock);
-	if (l->claim >= 0)
-		close(l->claim);
 	free(l);
 }
 

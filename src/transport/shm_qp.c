@@ -140,7 +140,6 @@ int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_qp **out)
 	qp->caps.max_sge = SDP_MAX_SGE;
 	strcpy(qp->caps.rdma_reason, "not connected");
 	strcpy(qp->caps.name, "shm");
-	qp->caps.verify_ms = SHM_CLAIM_WAIT_MS;	/* the claim (shm_claim.c) */
 	*out = qp;
 	return 0;
 

@@ -102,7 +102,6 @@ int sdp__shm_take_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 
 	if (!l->shared)
 		return -EINVAL;
-	sdp__shm_claim_drain(l);	/* TCP clients of an SDP-only port */
 	if (l->pending) {	/* accepted before the listener was shared */
 		r = sdp__shm_pending_scan(l, out, priv, priv_len);
 		if (r != -EAGAIN)

@@ -146,8 +146,7 @@ bool sdp__shm_check_peer(struct shm_qp *qp)
 static bool connect_reply_ready(struct shm_qp *qp)
 {
 	return atomic_load(&qp->state) == SHM_CONNECTING &&
-	       (sock_revents(qp, POLLIN | POLLRDHUP) ||
-		sdp__shm_claim_overdue(qp, sdp__shm_now_ms()));
+	       sock_revents(qp, POLLIN | POLLRDHUP);
 }
 
 uint32_t sdp__shm_wait_seq(struct sdp_qp *sq)
@@ -187,13 +186,6 @@ int sdp__shm_wait(struct sdp_qp *sq, uint32_t seq, int timeout_ms)
 		slice = deadline - now;
 		if (slice > SHM_WAIT_SLICE_MS)
 			slice = SHM_WAIT_SLICE_MS;
-		/* A connect waiting for the listener's claim looks again
-		 * when it is due. */
-		if (atomic_load(&qp->state) == SHM_CONNECTING &&
-		    !atomic_load(&qp->claim_ok) &&
-		    qp->claim_deadline_ms > now &&
-		    qp->claim_deadline_ms - now < slice)
-			slice = qp->claim_deadline_ms - now;
 		ts.tv_sec = 0;
 		ts.tv_nsec = (long)slice * 1000000;
 		/* pthread_cancel wakes us through the same word.  A slice

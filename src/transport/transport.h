@@ -152,9 +152,6 @@ struct sdp_tp_caps {
 	int rdma;		/* 1 if RDMA READ/WRITE work on this QP */
 	char rdma_reason[64];	/* when !rdma: why (e.g. "ptrace denied") */
 	char name[16];		/* transport name: "shm", "loop", "verbs" */
-	uint32_t verify_ms;	/* > 0: connect posts SDP_CM_PEER_VERIFIED
-				 * first, or fails once this many ms passed
-				 * (noticed at get_event()) */
 };
 
 /* Address of a connection as the socket layer sees it (sockaddr_in/in6). */
@@ -171,10 +168,6 @@ enum sdp_cm_event_type {
 	SDP_CM_REJECTED,	/* no listener / refused: ECONNREFUSED */
 	SDP_CM_UNREACHABLE,	/* route/address error: errno in `err` */
 	SDP_CM_DISCONNECTED,	/* peer disconnected or died */
-	SDP_CM_PEER_VERIFIED,	/* still connecting, but the listener proved
-				 * that it may answer for the address (shm:
-				 * its claim on the kernel TCP port); only
-				 * from transports with caps.verify_ms */
 };
 
 #define SDP_CM_PRIV_MAX 256
@@ -217,11 +210,7 @@ struct sdp_transport_ops {
 		    struct sdp_listener **out);
 	int (*bound_addr)(struct sdp_listener *l, struct sockaddr_storage *ss,
 			  socklen_t *len);
-	/* `tcp_claim`: the caller's kernel TCP socket listening on the same
-	 * address and port (a "both" listener), or -1.  A transport whose
-	 * clients verify that the listener holds the kernel TCP port
-	 * (shm: docs/SECURITY.md) keeps a duplicate of it, or binds its own. */
-	int (*listen)(struct sdp_listener *l, int backlog, int tcp_claim);
+	int (*listen)(struct sdp_listener *l, int backlog);
 	int (*listener_fd)(struct sdp_listener *l);
 	/* Returns -EAGAIN when no request is pending. */
 	int (*get_request)(struct sdp_listener *l, struct sdp_conn_req **req,

@@ -278,7 +278,7 @@ int sdp__verbs_bind(const struct sockaddr *addr, socklen_t len,
 		    struct sdp_listener **out);
 int sdp__verbs_bound_addr(struct sdp_listener *l, struct sockaddr_storage *ss,
 			  socklen_t *len);
-int sdp__verbs_listen(struct sdp_listener *l, int backlog, int tcp_claim);
+int sdp__verbs_listen(struct sdp_listener *l, int backlog);
 int sdp__verbs_listener_fd(struct sdp_listener *l);
 int sdp__verbs_get_request(struct sdp_listener *l, struct sdp_conn_req **req,
 			   void *priv, uint32_t *priv_len);

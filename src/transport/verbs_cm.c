@@ -92,7 +92,7 @@ int sdp__verbs_bound_addr(struct sdp_listener *tl, struct sockaddr_storage *ss,
 	return 0;
 }
 
-int sdp__verbs_listen(struct sdp_listener *tl, int backlog, int tcp_claim)
+int sdp__verbs_listen(struct sdp_listener *tl, int backlog)
 {
 	struct vb_listener *l = VB_L(tl);
 

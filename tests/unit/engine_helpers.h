@@ -321,7 +321,7 @@ static int eh_listen(struct eh_server *s)
 		eh_ops()->close_listener(tl);
 		return -EADDRNOTAVAIL;
 	}
-	r = sdp_listen_create(tl, 16, -1, NULL, &s->l);
+	r = sdp_listen_create(tl, 16, NULL, &s->l);
 	if (r < 0)
 		eh_ops()->close_listener(tl);
 	return r;

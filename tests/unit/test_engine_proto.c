@@ -599,7 +599,7 @@ static void test_fault_injection(void)
 		sdp_loop_fail_reset();
 		REQUIRE_OK(eh_ops()->bind((struct sockaddr *)&sin, sizeof(sin), &tl));
 		sdp_loop_fail_nth("listen", 1);
-		r = sdp_listen_create(tl, 4, -1, NULL, &l);
+		r = sdp_listen_create(tl, 4, NULL, &l);
 		CHECK_EQ(r, -ENOMEM);
 		sdp_loop_fail_reset();
 		if (r < 0)

@@ -93,7 +93,7 @@ static int pair_up(struct pair *p, int port, int nrecv)
 
 	memset(p, 0, sizeof(*p));
 	if (T->bind((struct sockaddr *)&a, sizeof(a), &p->l) ||
-	    T->listen(p->l, 8, -1))
+	    T->listen(p->l, 8))
 		return -1;
 	p->c = qp_new(nrecv);
 	if (T->connect(p->c, NULL, (struct sockaddr *)&a, sizeof(a), "hi", 2))
@@ -233,7 +233,7 @@ static void test_handshake(void)
 	uint32_t plen;
 
 	CHECK_EQ(T->bind((struct sockaddr *)&a6, sizeof(a6), &l), 0);
-	CHECK_EQ(T->listen(l, 4, -1), 0);
+	CHECK_EQ(T->listen(l, 4), 0);
 	CHECK(!fd_readable(T->listener_fd(l)));
 	CHECK_EQ(T->get_request(l, &req, priv, &plen), -EAGAIN);
 	CHECK_EQ(T->connect(c, NULL, (struct sockaddr *)&d, sizeof(d), "hello",
@@ -586,7 +586,7 @@ static void test_faults(void)
 
 	/* create_qp_from_req fails: the request is consumed and refused. */
 	CHECK_EQ(T->bind((struct sockaddr *)&a, sizeof(a), &p.l), 0);
-	CHECK_EQ(T->listen(p.l, 4, -1), 0);
+	CHECK_EQ(T->listen(p.l, 4), 0);
 	p.c = qp_new(0);
 	CHECK_EQ(T->connect(p.c, NULL, (struct sockaddr *)&a, sizeof(a), NULL,
 			    0), 0);
@@ -620,7 +620,7 @@ static void test_listener_close(void)
 	struct sdp_cm_event ev;
 
 	CHECK_EQ(T->bind((struct sockaddr *)&a, sizeof(a), &l), 0);
-	CHECK_EQ(T->listen(l, 1, -1), 0);
+	CHECK_EQ(T->listen(l, 1), 0);
 	CHECK_EQ(T->connect(c, NULL, (struct sockaddr *)&a, sizeof(a), NULL, 0),
 		 0);
 	T->close_listener(l);

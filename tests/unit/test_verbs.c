@@ -315,7 +315,7 @@ static void test_connection(void)
 	OPS->bound_addr(l, &ss, &sl);
 	srv.sin_port = ((struct sockaddr_in *)&ss)->sin_port;
 	REQUIRE(ntohs(srv.sin_port) != 0, "port");
-	REQUIRE(OPS->listen(l, 16, -1) == 0, "listen");
+	REQUIRE(OPS->listen(l, 16) == 0, "listen");
 	REQUIRE(OPS->bind((struct sockaddr *)&cli, sizeof(cli), &local) == 0,
 		"bind client");
 
@@ -524,7 +524,7 @@ static void test_hostile_srcavail(void)
 		"bind server");
 	OPS->bound_addr(tl, &ss, &sl);
 	srv.sin_port = ((struct sockaddr_in *)&ss)->sin_port;
-	REQUIRE(sdp_listen_create(tl, 16, -1, NULL, &lsn) == 0, "engine listener");
+	REQUIRE(sdp_listen_create(tl, 16, NULL, &lsn) == 0, "engine listener");
 	REQUIRE(OPS->bind((struct sockaddr *)&cli, sizeof(cli), &local) == 0,
 		"bind client");
 
