@@ -79,8 +79,8 @@ sc() { # mode size thresh -> Gbit/s
 # perftest across the veth.  Not -R (rdma_cm): with it, a client on this
 # host resolves the peer's address, which is local, to rxe-b itself, and
 # the test runs in rxe-b's loopback without ever crossing veth-a (rxe-a's
-# packet counters stay at 0; found in session 10: every perftest figure
-# before it was that loopback, 1.4-1.6x the veth's rate).  Instead each
+# packet counters stay at 0, and the figure is that loopback's, 1.4-1.6x
+# the veth's rate).  Instead each
 # side names its device and the IPv4 GID of its own address, and the
 # packets go rxe-a -> veth -> rxe-b like SDP's.  A run that did not move
 # rxe-a's counters reports nothing.
@@ -105,9 +105,9 @@ pt() { # perftest binary size -> Gbit/s (or usec, typical, for _lat)
 		# -D runs print "#bytes #iterations t_avg[usec] ...".
 		echo "$out" | awk '$1 == '"$2"' {print $3}' | tail -1
 	else
-		# perftest's MB is 2^20 bytes (session 15: iterations x size
-		# / time agree with it, and with --report_gbits); until then
-		# this read it as 10^6, 4.9% low.
+		# perftest's MB is 2^20 bytes: iterations x size / time agree
+		# with it, and so does --report_gbits (read as 10^6 it is 4.9%
+		# low).
 		echo "$out" | awk '$1 == '"$2"' {printf "%.2f\n", $4*1048576*8/1e9}' | tail -1
 	fi
 }

@@ -20,7 +20,7 @@ NEW=$SDP_RUN_LIBRARY BASE_ENV=
 case $BASE in env:*) BASE_ENV=${BASE#env:} BASE=$NEW ;; esac
 # lib size [settings] -> Gbit/s: sdpperf in steady state (zs, with its CPU
 # per GB), or with AB_METHOD=socat the socat stream (sc), whose spread in
-# one boot is wider (session 15).
+# one boot is wider.
 rate() {
 	if [ "${AB_METHOD:-sdpperf}" = socat ]; then
 		# shellcheck disable=SC2086 # K=V words

@@ -63,8 +63,8 @@ res[nospin,lat]=$(for i in $(seq $R); do SDP_VERBS_SPIN_US=0 lat sdp; done | med
 	res[raw,lat]=$(for i in $(seq $R); do pt ib_send_lat 64; done | med)
 # rstream: 32 MiB per bandwidth run (~2 s at 0.15 Gbit/s), 2000 ping-pongs.
 # (No "SDP with ZCopy" row: rstream's sockets are non-blocking, and a
-# non-blocking send never goes ZCopy; until session 10 that row was a
-# second BCopy sample, and the ratio took the better of the two.)
+# non-blocking send never goes ZCopy: such a row would be a second BCopy
+# sample.)
 rsm="sdp rs tcp"
 [ -n "${BENCH_LAT_ONLY:-}" ] && rsm=
 [ -n "${BENCH_RST_ONLY:-}" ] && rsm="sdp rs"

@@ -309,7 +309,7 @@ itest "itest/zcopy-writev-signals-$SMALL" 120 sdp_zcopy --family "$FAM4" --bytes
 # readv into several large elements: several SinkAvails at once (Write ZCopy).
 itest "itest/zcopy-vec-write-$MED" 120 sdp_zcopy --family "$FAM4" --bytes "$MED" --thresh 4096 --writev --readv --require write
 
-# ---- 4. socket switch: fallback and real programs (issue #3) ----------------------
+# ---- 4. socket switch: fallback and real programs --------------------------------
 # sdp_fallback re-executes itself with and without the preload (it skips when
 # not preloaded, i.e. with SDP_TEST_FAMILY=tcp).
 itest "itest/fallback" 120 sdp_fallback
