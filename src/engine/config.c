@@ -5,6 +5,7 @@
  * must never silently change behaviour nor stop the program.
  */
 #include "engine/config.h"
+#include "engine/text.h"
 #include "policy/destmemo.h"	/* defaults */
 
 #include <errno.h>
@@ -15,9 +16,11 @@
 #include <string.h>
 #include <unistd.h>
 
+enum { recv_bufs_default = 16, recv_buf_size_default = 32768 + 16 };
+
 struct sdp_config sdp_cfg = {
-	.recv_bufs = 16,
-	.recv_buf_size = 32768 + 16,
+	.recv_bufs = recv_bufs_default,
+	.recv_buf_size = recv_buf_size_default,
 	.sndbuf = 128 * 1024,
 	.rcvbuf = 256 * 1024,
 	.spin_us = 10,		/* measured: docs/BENCHMARKS.md */
@@ -53,12 +56,33 @@ int sdp_env_u32(const char *name, uint32_t *out, uint32_t min, uint32_t max)
 	errno = 0;
 	v = strtoull(s, &end, 0);
 	if (errno || *end || v < min || v > max) {
+		char shown[128];
+
 		fprintf(stderr, "libsdp: ignoring %s=\"%s\": expected an integer "
-			"in [%u, %u]\n", name, s, min, max);
+			"in [%u, %u]\n", name,
+			sdp_text_escape(shown, sizeof(shown), s), min, max);
 		return 0;
 	}
 	*out = (uint32_t)v;
 	return 1;
+}
+
+/* Each is legal alone; together they size one connection's receive region,
+ * which a transport maps whole. */
+static void recv_region_check(void)
+{
+	uint64_t bytes = (uint64_t)sdp_cfg.recv_bufs * sdp_cfg.recv_buf_size;
+
+	if (bytes <= SDP_RECV_REGION_MAX)
+		return;
+	fprintf(stderr, "libsdp: ignoring SDP_RECV_BUFS=%u and "
+		"SDP_RECV_BUF_SIZE=%u: together they ask for %llu MiB of "
+		"receive buffers per connection, more than %u MiB\n",
+		sdp_cfg.recv_bufs, sdp_cfg.recv_buf_size,
+		(unsigned long long)(bytes >> 20), SDP_RECV_REGION_MAX >> 20);
+	sdp_cfg.recv_bufs = recv_bufs_default;
+	sdp_cfg.recv_buf_size = recv_buf_size_default;
+	sdp_cfg.recv_bufs_set = sdp_cfg.recv_buf_size_set = 0;
 }
 
 static void config_load(void)
@@ -71,6 +95,7 @@ static void config_load(void)
 	sdp_cfg.recv_buf_size_set =
 		sdp_env_u32("SDP_RECV_BUF_SIZE", &sdp_cfg.recv_buf_size, 1024,
 			1u << 24);
+	recv_region_check();
 	sdp_env_u32("SDP_SNDBUF", &sdp_cfg.sndbuf, 4096, 1u << 30);
 	sdp_env_u32("SDP_RCVBUF", &sdp_cfg.rcvbuf, 4096, 1u << 30);
 	sdp_env_u32("SDP_SPIN_US", &sdp_cfg.spin_us, 0, 1000000);

@@ -8,12 +8,18 @@
 
 #include <stdint.h>
 
+/* Most bytes of private receive buffers one connection may ask for (the shm
+ * transport's region limit): SDP_RECV_BUFS x SDP_RECV_BUF_SIZE beyond it is
+ * refused at start, naming both. */
+#define SDP_RECV_REGION_MAX	(1u << 30)
+
 struct sdp_config {
 	uint32_t recv_bufs;	/* SDP_RECV_BUFS: private receive buffers per conn */
 	uint32_t recv_buf_size;	/* SDP_RECV_BUF_SIZE: bytes per buffer, BSDH incl. */
 	/* Set by the environment: then they override the transport's own
 	 * preference (transport.h recv_bufs_pref). */
 	uint8_t recv_bufs_set, recv_buf_size_set;
+	/* recv_bufs * recv_buf_size stays within SDP_RECV_REGION_MAX. */
 	uint32_t sndbuf;	/* SDP_SNDBUF: default send queue bytes */
 	uint32_t rcvbuf;	/* SDP_RCVBUF: reported SO_RCVBUF default */
 	uint32_t spin_us;	/* SDP_SPIN_US: busy-poll before sleeping */

@@ -11,6 +11,7 @@
  * sockets).  Syntax and semantics are documented in policy.h.
  */
 #include "policy/policy.h"
+#include "engine/text.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -399,8 +400,13 @@ struct parse_ctx {
 	FILE *err;
 	const char *name;
 	unsigned line;
+	unsigned errors;	/* bad lines so far */
 	char msg[256];
 };
+
+/* A file that is not a configuration at all (a binary, some other text) is
+ * reported in a few lines, not one per line of it. */
+#define POLICY_ERRORS_SHOWN 10
 
 /* Record what is wrong with the current line; always returns -EINVAL. */
 static int bad(struct parse_ctx *x, const char *fmt, ...)
@@ -741,12 +747,21 @@ static int feed_line(struct parse_ctx *x, char *s)
 	x->line++;
 	r = parse_line(x, s);
 	if (r == -EINVAL) {
-		if (x->err)
-			fprintf(x->err, "libsdp: %s:%u: %s\n", x->name,
-				x->line, x->msg);
+		char shown[4 * sizeof(x->msg)];
+
+		if (x->err && ++x->errors <= POLICY_ERRORS_SHOWN)
+			fprintf(x->err, "libsdp: %s:%u: %s\n", x->name, x->line,
+				sdp_text_escape(shown, sizeof(shown), x->msg));
 		return 0;
 	}
 	return r;
+}
+
+static void report_errors_not_shown(const struct parse_ctx *x)
+{
+	if (x->err && x->errors > POLICY_ERRORS_SHOWN)
+		fprintf(x->err, "libsdp: %s: %u more errors not shown\n",
+			x->name, x->errors - POLICY_ERRORS_SHOWN);
 }
 
 struct sdp_policy *sdp_policy_parse(const char *text, const char *name,
@@ -769,6 +784,7 @@ struct sdp_policy *sdp_policy_parse(const char *text, const char *name,
 			goto err;
 	}
 	free(copy);
+	report_errors_not_shown(&x);
 	return x.p;
 err:
 	free(copy);
@@ -836,6 +852,7 @@ struct sdp_policy *sdp_policy_load(const char *path, FILE *errstream)
 	}
 	free(line);
 	fclose(f);
+	report_errors_not_shown(&x);
 	return x.p;
 err:
 	free(line);

@@ -520,6 +520,40 @@ static struct sdp_policy *L(const char *path)
 	return p;
 }
 
+/* A file that is not a configuration (a binary, a typo'd path to some other
+ * file) is reported in a few readable lines: quoted bytes that are not
+ * printable ASCII come out as \xNN, and after the first errors the rest are
+ * counted, not printed. */
+static void test_garbage_file(void)
+{
+	char text[4096], *q = text;
+	unsigned i, lines = 0, unreadable = 0, n;
+	const char *s;
+
+	for (i = 0; i < 300; i++) {
+		*q++ = (char)(0x80 + i % 100);
+		*q++ = '\x1b';
+		*q++ = '[';
+		*q++ = 'A';
+		*q++ = '\n';
+	}
+	*q = '\0';
+	sdp_policy_free(P(text));
+	for (s = g_err; *s; s++) {
+		lines += *s == '\n';
+		unreadable += *s != '\n' && (*s < 0x20 || *s >= 0x7f);
+	}
+	CHECK_EQ(unreadable, 0);
+	CHECK(lines <= 12);
+	CHECK(strstr(g_err, "libsdp: t.conf:1: unknown keyword '\\x80\\x1b[A'") !=
+	      NULL);
+	CHECK(strstr(g_err, "libsdp: t.conf: 290 more errors not shown\n") != NULL);
+	n = 0;
+	for (s = g_err; (s = strstr(s, "unknown keyword")); s++)
+		n++;
+	CHECK_EQ(n, 10);
+}
+
 static void test_files(void)
 {
 	char dir[] = "/tmp/test_policy.XXXXXX", path[128], want[512];
@@ -680,6 +714,7 @@ static const struct {
 	{ "log lines", test_log_lines },
 	{ "exact error messages", test_error_messages },
 	{ "bad lines are skipped, the rest applies", test_errors_skip_only_bad_lines },
+	{ "a binary file: escaped, and ten errors at most", test_garbage_file },
 	{ "files: explicit, LIBSDP_CONFIG_FILE, missing, default path",
 	  test_files },
 	{ "built-in default", test_builtin_default },
