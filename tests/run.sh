@@ -366,10 +366,11 @@ plain_scripts() {
 		run_test "$name" "$tmo" unit bash "$script" "$BUILD"
 	done
 }
-# The tools' own options (sdpperf, settings); then the suite checked
-# against itself (the mutations it must catch, docs in step with
-# tests/skips.list).
+# The tools' own options (sdpperf, settings); the attacks of another local
+# user (docs/SECURITY.md); then the suite checked against itself (the
+# mutations it must catch, docs in step with tests/skips.list).
 plain_scripts tools 120
+plain_scripts security 300
 plain_scripts meta 600
 
 T_END=$(date +%s)

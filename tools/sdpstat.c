@@ -52,6 +52,7 @@ struct pub {
 	int pid;
 	struct sdp_stat_hdr *hdr;
 	size_t len;
+	uint32_t reserved;	/* records backed by reserved pages */
 	int writable;
 	uint64_t asked_ns;
 };
@@ -171,12 +172,18 @@ static int open_pub(const char *name, const struct opts *o,
 	}
 	if (fd < 0)
 		return -1;
+	/* Only the pages the writer reserved are read: a load from a hole of
+	 * a full tmpfs is SIGBUS (the writer reserves as it grows). */
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    (size_t)st.st_size < sizeof(struct sdp_stat_hdr)) {
+	    (size_t)st.st_size < sizeof(struct sdp_stat_hdr) ||
+	    (size_t)st.st_blocks * 512 < sizeof(struct sdp_stat_hdr)) {
 		close(fd);
 		return -1;
 	}
 	p->len = (size_t)st.st_size;
+	p->reserved = (uint32_t)(((size_t)st.st_blocks * 512 -
+				  sizeof(struct sdp_stat_hdr)) /
+				 sizeof(struct sdp_stat_rec));
 	m = mmap(NULL, p->len, PROT_READ | (p->writable ? PROT_WRITE : 0),
 		 MAP_SHARED, fd, 0);
 	close(fd);
@@ -304,6 +311,8 @@ static size_t collect(struct pub *v, size_t n, const struct opts *o,
 		hw = __atomic_load_n(&v[i].hdr->high_water, __ATOMIC_ACQUIRE);
 		if (hw > v[i].hdr->nslots)
 			hw = v[i].hdr->nslots;
+		if (hw > v[i].reserved)
+			hw = v[i].reserved;
 		for (s = 0; s < hw; s++) {
 			struct row r;
 			int lsn;

@@ -13,7 +13,15 @@
  * All writers take S.lock, so a record has one writer at a time, which is
  * what the seqlock needs.  Lock order: conn->lock, then S.lock.  Nothing
  * here makes a system call after the file exists, except the progress
- * thread draining the wake socket and the clock (vDSO).
+ * thread draining the wake socket, the clock (vDSO), and reserving more
+ * records when every reserved one is in use.
+ *
+ * Every page of the file that this process touches is reserved first
+ * (fallocate): any user can fill /dev/shm, and a page tmpfs cannot supply
+ * to a store (or a load) is SIGBUS.  The file is sized for SDP_STAT_NSLOTS
+ * records but reserved in steps, doubling from STAT_RESERVE_FIRST, so that
+ * a process with a few sockets holds a few pages; when tmpfs is full the
+ * next socket goes unpublished, nothing else.
  */
 #include "engine/atfork.h"
 #include "transport/fdhigh.h"
@@ -41,6 +49,7 @@
 #include "engine/stats_layout.h"
 
 #define MAP_CAP (2 * SDP_STAT_NSLOTS)	/* conn -> slot hash, power of 2 */
+#define STAT_RESERVE_FIRST 56u		/* header + 56 records: 8 pages */
 
 struct map_ent {
 	const struct sdp_conn *c;
@@ -53,6 +62,8 @@ static struct {
 	pid_t pid;			/* owner of the mapping */
 	struct sdp_stat_hdr *hdr;
 	struct sdp_stat_rec *recs;
+	int fd;				/* the file, to reserve more of it */
+	uint32_t reserved;		/* records whose pages are reserved */
 	uint32_t next_free;		/* no free slot below this */
 	struct map_ent *map;
 	char path[64];
@@ -64,6 +75,7 @@ static struct {
 	uint64_t next_refresh_ns;	/* progress thread only */
 } S = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.fd = -1,
 	.wake_fd = -1,
 	.epfd = -1,
 };
@@ -82,7 +94,7 @@ static struct sdp_stat_rec *rec_begin(int slot)
 {
 	struct sdp_stat_rec *r;
 
-	if (S.state != 1 || slot < 0 || (uint32_t)slot >= SDP_STAT_NSLOTS)
+	if (S.state != 1 || slot < 0 || (uint32_t)slot >= S.reserved)
 		return NULL;
 	r = &S.recs[slot];
 	__atomic_store_n(&r->seq, r->seq + 1, __ATOMIC_RELAXED);
@@ -127,8 +139,26 @@ static void fmt_name(char *buf, size_t len, const char *prefix, long n)
 	copy_str(buf + p, len - p, digits + i);
 }
 
-/* Map a fresh file for pid.  Async-signal-safe (fork child). */
-static struct sdp_stat_hdr *map_new_file(pid_t pid, char *path, size_t len)
+static size_t file_bytes(uint32_t nrecs)
+{
+	return 4096 + (size_t)nrecs * sizeof(struct sdp_stat_rec);
+}
+
+/* Reserve the pages of the first nrecs records (and the header). */
+static int reserve(int fd, uint32_t nrecs)
+{
+	int r;
+
+	do
+		r = fallocate(fd, 0, 0, (off_t)file_bytes(nrecs));
+	while (r < 0 && errno == EINTR);
+	return r < 0 ? -errno : 0;
+}
+
+/* Map a fresh file for pid, with nrecs records reserved; its descriptor in
+ * *fdp.  Async-signal-safe (fork child). */
+static struct sdp_stat_hdr *map_new_file(pid_t pid, char *path, size_t len,
+					 uint32_t nrecs, int *fdp)
 {
 	void *m;
 	int fd, tries;
@@ -145,19 +175,36 @@ static struct sdp_stat_hdr *map_new_file(pid_t pid, char *path, size_t len)
 	}
 	if (fd < 0)
 		return NULL;
-	if (ftruncate(fd, (off_t)SDP_STAT_FILE_SIZE) < 0) {
-		close(fd);
-		unlink(path);
-		return NULL;
-	}
+	fd = sdp_fd_high(fd);
+	if (fd < 0 || reserve(fd, nrecs) < 0 ||
+	    ftruncate(fd, (off_t)SDP_STAT_FILE_SIZE) < 0)
+		goto fail;
 	m = mmap(NULL, SDP_STAT_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
 		 fd, 0);
-	close(fd);
-	if (m == MAP_FAILED) {
-		unlink(path);
-		return NULL;
-	}
+	if (m == MAP_FAILED)
+		goto fail;
+	*fdp = fd;
 	return m;
+fail:
+	if (fd >= 0)
+		close(fd);
+	unlink(path);
+	return NULL;
+}
+
+/* Reserve more records (S.lock held): twice as many, or -ENOSPC. */
+static int reserve_more_locked(void)
+{
+	uint32_t want = S.reserved * 2;
+
+	if (S.reserved >= SDP_STAT_NSLOTS)
+		return -ENOSPC;
+	if (want > SDP_STAT_NSLOTS)
+		want = SDP_STAT_NSLOTS;
+	if (reserve(S.fd, want) < 0)
+		return -ENOSPC;
+	S.reserved = want;
+	return 0;
 }
 
 /* Abstract datagram socket readers poke; -1 if unavailable (then records
@@ -220,12 +267,15 @@ static void stat_atfork_child(void)
 	if (S.wake_fd >= 0)
 		close(S.wake_fd);
 	S.wake_fd = -1;
+	if (S.fd >= 0)
+		close(S.fd);	/* the parent's file */
+	S.fd = -1;
 	S.epfd = -1;
 	S.watched = 0;
 	S.poked = 0;
 	if (S.state != 1)
 		return;
-	h = map_new_file(pid, S.path, sizeof(S.path));
+	h = map_new_file(pid, S.path, sizeof(S.path), S.reserved, &S.fd);
 	if (h) {
 		memcpy(h, old, 4096 + (size_t)old->high_water *
 		       sizeof(struct sdp_stat_rec));
@@ -297,7 +347,8 @@ static int init_locked(void)
 		return -ENODEV;
 	S.pid = getpid();
 	sweep_stale();
-	h = map_new_file(S.pid, S.path, sizeof(S.path));
+	h = map_new_file(S.pid, S.path, sizeof(S.path), STAT_RESERVE_FIRST,
+			 &S.fd);
 	if (!h) {
 		free(S.map);
 		S.map = NULL;
@@ -317,6 +368,7 @@ static int init_locked(void)
 	__atomic_store_n(&h->magic, SDP_STAT_MAGIC, __ATOMIC_RELEASE);
 	S.hdr = h;
 	S.recs = (struct sdp_stat_rec *)((char *)h + 4096);
+	S.reserved = STAT_RESERVE_FIRST;
 	__atomic_store_n(&S.wake_fd, open_wake_socket(S.pid), __ATOMIC_RELAXED);
 	sdp_atfork_add(SDP_ATFORK_INNER, stat_atfork_prepare,
 		       stat_atfork_parent, stat_atfork_child);
@@ -336,10 +388,10 @@ static int slot_alloc_locked(int fd, int listener)
 
 	if (err)
 		return err;
-	for (i = S.next_free; i < SDP_STAT_NSLOTS; i++)
+	for (i = S.next_free; i < S.reserved; i++)
 		if (!S.recs[i].in_use)
 			break;
-	if (i == SDP_STAT_NSLOTS)
+	if (i == S.reserved && reserve_more_locked() < 0)
 		return -ENOSPC;
 	S.next_free = i + 1;
 	r = rec_begin((int)i);

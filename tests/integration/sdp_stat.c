@@ -390,6 +390,37 @@ static void check_listeners(void)
 	     "accepted), then gone after close");
 }
 
+/* The file reserves its records in steps as sockets come (a full /dev/shm
+ * must cost a socket its record, never the process a SIGBUS): hundreds of
+ * listeners are all listed. */
+#define MANY_LISTENERS 300
+static void check_many_listeners(void)
+{
+	int fds[MANY_LISTENERS], listed = 0, i;
+	char *out, *line, *save = NULL;
+	uint16_t port;
+
+	for (i = 0; i < MANY_LISTENERS; i++)
+		fds[i] = make_listener(&port, 1);
+	out = run_sdpstat_opt(getpid(), "-l");
+	for (line = strtok_r(out, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		int pid, rfd;
+
+		if (sscanf(line, "%d %*s %d", &pid, &rfd) == 2 &&
+		    pid == getpid())
+			listed++;
+	}
+	free(out);
+	for (i = 0; i < MANY_LISTENERS; i++)
+		close(fds[i]);
+	if (listed != MANY_LISTENERS)
+		die("sdpstat -l: %d of %d listeners listed", listed,
+		    MANY_LISTENERS);
+	info("sdpstat -l: all %d listeners of one process listed",
+	     MANY_LISTENERS);
+}
+
 int main(int argc, char **argv)
 {
 	int sup[2], sdown[2], cup[2], cdown[2], cfd;
@@ -416,6 +447,7 @@ int main(int argc, char **argv)
 	find_sdpstat();
 	signal(SIGPIPE, SIG_IGN);
 	check_listeners();
+	check_many_listeners();
 	if (pipe(sup) || pipe(sdown) || pipe(cup) || pipe(cdown))
 		DIE_ERRNO("pipe");
 	spid = fork();
