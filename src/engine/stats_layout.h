@@ -25,8 +25,9 @@
  *
  * Permissions: the file is created 0600 by the process's effective uid,
  * so only that user and root see its connections (addresses and program
- * names are not for other users).  A datagram to the wake socket can only
- * make the process refresh sooner, so it needs no check.
+ * names are not for other users).  The wake socket's name is open to every
+ * user: a datagram counts only from the file's user or root, and the work
+ * datagrams cause is bounded (stats_shm.c).
  */
 #ifndef SDP_STATS_LAYOUT_H
 #define SDP_STATS_LAYOUT_H

@@ -50,6 +50,17 @@
 
 #define MAP_CAP (2 * SDP_STAT_NSLOTS)	/* conn -> slot hash, power of 2 */
 #define STAT_RESERVE_FIRST 56u		/* header + 56 records: 8 pages */
+/*
+ * The wake socket has an abstract name, which any local user can address.
+ * What a datagram costs is bounded: it counts only from this user or root
+ * (SO_PASSCRED), a wake-up reads at most STAT_POKES_PER_WAKE of them, and
+ * the socket is armed one-shot, again STAT_POKE_GAP_MS after each wake-up.
+ * A flood then costs at most 1000 / STAT_POKE_GAP_MS short wake-ups a
+ * second; a genuine sdpstat is answered within the gap, and its refreshes
+ * run on the timer anyway (want_until_ns).
+ */
+#define STAT_POKES_PER_WAKE 16
+#define STAT_POKE_GAP_MS 10
 
 struct map_ent {
 	const struct sdp_conn *c;
@@ -72,6 +83,8 @@ static struct {
 	void *tag;
 	int watched;
 	int poked;			/* progress thread only */
+	uint64_t rearm_ns;		/* progress thread only: re-arm the
+					 * wake socket then (0: armed) */
 	uint64_t next_refresh_ns;	/* progress thread only */
 } S = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -219,6 +232,10 @@ static int open_wake_socket(pid_t pid)
 					SOCK_CLOEXEC, 0));
 	if (fd < 0)
 		return -1;
+	if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &(int){ 1 }, sizeof(int))) {
+		close(fd);
+		return -1;
+	}
 	memset(&a, 0, sizeof(a));
 	a.sun_family = AF_UNIX;
 	fmt_name(a.sun_path + 1, sizeof(a.sun_path) - 1, SDP_STAT_PREFIX, pid);
@@ -233,7 +250,7 @@ static int open_wake_socket(pid_t pid)
 
 static void watch_locked(void)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT };
 
 	if (S.watched || S.epfd < 0 || S.wake_fd < 0)
 		return;
@@ -273,6 +290,7 @@ static void stat_atfork_child(void)
 	S.epfd = -1;
 	S.watched = 0;
 	S.poked = 0;
+	S.rearm_ns = 0;
 	if (S.state != 1)
 		return;
 	h = map_new_file(pid, S.path, sizeof(S.path), S.reserved, &S.fd);
@@ -708,14 +726,60 @@ void sdp_stat_watch(int epfd, void *tag)
 	pthread_mutex_unlock(&S.lock);
 }
 
+/* A datagram from this user or root (sdpstat). */
+static int poke_is_ours(struct msghdr *m)
+{
+	struct cmsghdr *cm;
+	struct ucred uc;
+
+	for (cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm))
+		if (cm->cmsg_level == SOL_SOCKET &&
+		    cm->cmsg_type == SCM_CREDENTIALS &&
+		    cm->cmsg_len >= CMSG_LEN(sizeof(uc))) {
+			memcpy(&uc, CMSG_DATA(cm), sizeof(uc));
+			return uc.uid == 0 || uc.uid == geteuid();
+		}
+	return 0;
+}
+
 void sdp_stat_poked(void)
 {
-	int fd = __atomic_load_n(&S.wake_fd, __ATOMIC_RELAXED);
-	char buf[16];
+	int fd = __atomic_load_n(&S.wake_fd, __ATOMIC_RELAXED), i;
+	union {
+		char buf[CMSG_SPACE(sizeof(struct ucred))];
+		struct cmsghdr align;
+	} ctl;
+	char byte[16];
 
-	while (fd >= 0 && recv(fd, buf, sizeof(buf), MSG_DONTWAIT) >= 0)
-		;
-	S.poked = 1;
+	for (i = 0; fd >= 0 && i < STAT_POKES_PER_WAKE; i++) {
+		struct iovec iov = { .iov_base = byte, .iov_len = sizeof(byte) };
+		struct msghdr m = {
+			.msg_iov = &iov, .msg_iovlen = 1,
+			.msg_control = ctl.buf,
+			.msg_controllen = sizeof(ctl.buf),
+		};
+
+		if (recvmsg(fd, &m, MSG_DONTWAIT) < 0)
+			break;
+		if (poke_is_ours(&m))
+			S.poked = 1;
+	}
+	S.rearm_ns = mono_ns() + STAT_POKE_GAP_MS * 1000000ull;
+}
+
+/* Arm the one-shot wake socket again once the gap after a wake-up passed. */
+static void rearm_wake(uint64_t now)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT };
+
+	if (!S.rearm_ns || now < S.rearm_ns)
+		return;
+	S.rearm_ns = 0;
+	pthread_mutex_lock(&S.lock);
+	ev.data.ptr = S.tag;
+	if (S.watched)
+		epoll_ctl(S.epfd, EPOLL_CTL_MOD, S.wake_fd, &ev);
+	pthread_mutex_unlock(&S.lock);
 }
 
 static int publishing(void)
@@ -737,9 +801,15 @@ int sdp_stat_progress_timeout(int tmo)
 
 	if (S.poked)
 		return 0;
+	now = mono_ns();
+	if (S.rearm_ns) {
+		ms = S.rearm_ns > now ?
+			(int)((S.rearm_ns - now) / 1000000ull) + 1 : 0;
+		if (tmo < 0 || ms < tmo)
+			tmo = ms;
+	}
 	if (!until)
 		return tmo;
-	now = mono_ns();
 	if (until <= now)
 		return tmo;
 	ms = S.next_refresh_ns > now ?
@@ -769,6 +839,7 @@ void sdp_stat_progress_tick(void)
 	if (!publishing())
 		return;
 	now = mono_ns();
+	rearm_wake(now);
 	if (!S.poked && (want_until() <= now || now < S.next_refresh_ns))
 		return;
 	S.poked = 0;

@@ -2,7 +2,8 @@
 """Checksummed byte streams for the security tests.
 
   echo.py server PORTFILE       listen on 127.0.0.1 (port written to
-                                PORTFILE); for each connection, read to EOF
+                                PORTFILE, "PORT PID"); for each connection,
+                                read to EOF
                                 and answer the SHA-256 of what came
   echo.py client PORT BYTES [hold]
                                 send BYTES random bytes (with "hold": half,
@@ -44,7 +45,7 @@ def server(portfile):
     lsn.listen(16)
     tmp = portfile + ".tmp"
     with open(tmp, "w") as f:
-        f.write(str(lsn.getsockname()[1]))
+        f.write("%d %d" % (lsn.getsockname()[1], os.getpid()))
     os.rename(tmp, portfile)
     while True:
         c, _ = lsn.accept()

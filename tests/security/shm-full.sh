@@ -23,7 +23,7 @@ timeout 120 "$RUN" python3 "$HERE/echo.py" server "$W/port" 2>"$W/server.err" &
 SRV=$!
 for _ in $(seq 200); do [ -s "$W/port" ] && break; sleep 0.05; done
 [ -s "$W/port" ] || fail "the server did not start: $(cat "$W/server.err")"
-PORT=$(cat "$W/port")
+read -r PORT _ <"$W/port"
 mkfifo "$W/go"
 timeout 60 "$RUN" python3 "$HERE/echo.py" client "$PORT" 2000000 hold <"$W/go" >"$W/held.out" 2>&1 &
 HELD=$!
