@@ -308,13 +308,18 @@ static int shadow_addr(struct sdp_sock *s, struct sockaddr_storage *ss,
 		-errno : 0;
 }
 
+/* SDP's side of a "both" or policy-"sdp" socket, at the port its TCP side
+ * (the shadow) holds: the shadow is the proof of ownership a shm client
+ * checks, so the transport takes no claim of its own. */
 static int sdp_bind_locked(struct sdp_sock *s, const struct sockaddr *sa,
 			   socklen_t len)
 {
+	const struct sdp_transport_ops *ops = sdp_tp_default();
 	struct sdp_listener *l = NULL;
 	int r;
 
-	r = sdp_tp_default()->bind(sa, len, &l);
+	r = ops->bind_tcp_held ? ops->bind_tcp_held(sa, len, &l) :
+				 ops->bind(sa, len, &l);
 	s->last_bind_err = r;
 	if (r < 0)
 		return r;
@@ -430,23 +435,45 @@ int sdp_switch_listen(struct sdp_sock *s, int fd, int backlog)
 		return -EAGAIN;	/* socket.c's plain SDP path binds and listens */
 	}
 	sdp_ready_set(&s->ready, 0);
+	/* The TCP side listens first: an SDP client checks that the SDP
+	 * listener's user owns a TCP listener on the port (shm_owner.c). */
+	if (v == SDP_POLICY_BOTH && s->shadow >= 0 &&
+	    sdp_real.listen(s->shadow, backlog) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (v != SDP_POLICY_BOTH && s->shadow >= 0) {
+		/* "sdp": SDP only; the TCP socket stays as the claim, if the
+		 * transport keeps one, and TCP clients are reset. */
+		const struct sdp_transport_ops *ops = sdp_tp_default();
+
+		if (ops->set_tcp_claim)
+			r = ops->set_tcp_claim(s->bound, s->shadow);
+		else
+			sdp_real.close(s->shadow);
+		s->shadow = -1;
+		if (r < 0)
+			goto out;
+	}
 	r = sdp_listen_create(s->bound, backlog, &s->ready, &s->lsn);
+	if (r < 0 && s->shadow >= 0) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "SDP listen failed (%s)",
+			 strerror(-r));
+		r = become_tcp(s, fd, why, NULL);
+		if (r == 0)
+			goto tcp_listen;
+	}
 	if (r < 0)
 		goto out;
 	s->bound = NULL;
 	s->kind = SDP_SK_LISTEN;
-	if (v == SDP_POLICY_BOTH && s->shadow >= 0) {
-		if (sdp_real.listen(s->shadow, backlog) < 0) {
-			r = -errno;
-			goto out;
-		}
+	if (s->shadow >= 0) {
 		/* The listener owns the TCP side from now on. */
 		r = sdp_listen_add_tcp(s->lsn, s->shadow);
 		if (r == 0)
 			s->shadow = -1;
-	} else if (s->shadow >= 0) {
-		sdp_real.close(s->shadow);	/* "sdp": SDP only */
-		s->shadow = -1;
 	}
 	if (r == 0)
 		r = sdp_lsnfd_install(s, fd);

@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <time.h>
 
 #include "transport/transport.h"
@@ -152,6 +153,8 @@ struct shm_listener {
 	int is_v6_socket;		/* present addresses as sockaddr_in6 */
 	int sock;			/* AF_UNIX seqpacket, bound to the name */
 	int epfd;			/* listener_fd: sock + pending conns */
+	int claim;			/* kernel TCP socket holding the port
+					 * (shm_owner.c), or -1 */
 	bool listening;
 	struct shm_pending *pending;	/* accepted, Hello not read yet */
 	int npending;
@@ -261,13 +264,26 @@ void sdp__shm_addr_to_sockaddr(const struct shm_addr *a, int want_v6,
 			       struct sockaddr_storage *ss, socklen_t *len);
 bool sdp__shm_addr_is_any(const struct shm_addr *a);
 int sdp__shm_addr_is_local(const struct shm_addr *a);
-int sdp__shm_name_connect(int sock, const struct shm_addr *dst);
+int sdp__shm_name_connect(int *sock, const struct shm_addr *dst);
 int sdp__shm_name_parse(const char *path, size_t len, struct shm_addr *a);
+/* claim_tcp: also take the kernel TCP port (the listener's proof). */
 int sdp__shm_bind_addr(const struct shm_addr *a, int is_v6_socket,
-		       struct shm_listener **out);
+		       bool claim_tcp, struct shm_listener **out);
 void sdp__shm_listener_free(struct shm_listener *l);
 int sdp__shm_bind(const struct sockaddr *addr, socklen_t len,
 		  struct sdp_listener **out);
+int sdp__shm_bind_tcp_held(const struct sockaddr *addr, socklen_t len,
+			   struct sdp_listener **out);
+int sdp__shm_set_tcp_claim(struct sdp_listener *l, int fd);
+
+/* shm_owner.c: 1 if the user owns a kernel TCP listener that a connection
+ * to dst would reach, 0 if not, -errno if the kernel cannot tell. */
+int sdp__shm_uid_owns_port(uid_t uid, const struct shm_addr *dst);
+/* The same for the listener at the other end of a connected socket. */
+int sdp__shm_peer_owns_port(int sock, const struct shm_addr *dst);
+/* The uid of the listener bound to an abstract name: 0, or -ENOENT. */
+int sdp__shm_name_owner_uid(const struct sockaddr_un *sun, socklen_t len,
+			    uid_t *uid);
 int sdp__shm_bound_addr(struct sdp_listener *l, struct sockaddr_storage *ss,
 			socklen_t *len);
 int sdp__shm_listen(struct sdp_listener *l, int backlog);

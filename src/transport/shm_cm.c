@@ -265,32 +265,6 @@ static void connect_failed(struct shm_qp *qp, int err)
 		post_event(qp, SDP_CM_UNREACHABLE, err, NULL, 0);
 }
 
-static int unprivileged_port_start(void)
-{
-	char buf[16] = "";
-	int fd = open("/proc/sys/net/ipv4/ip_unprivileged_port_start",
-		      O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-
-	if (fd >= 0)
-		close(fd);
-	return n > 0 ? atoi(buf) : 1024;
-}
-
-/* A listener on a privileged port must be root: abstract names have no
- * permissions, so anybody could squat on "port 22" otherwise. */
-static int check_listener_cred(int sock, const struct shm_addr *dst)
-{
-	struct ucred uc;
-	socklen_t len = sizeof(uc);
-
-	if (dst->port >= unprivileged_port_start())
-		return 0;
-	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &uc, &len) || uc.uid)
-		return -ECONNREFUSED;
-	return 0;
-}
-
 int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
 		     const struct sockaddr *dst, socklen_t len,
 		     const void *priv, uint32_t priv_len)
@@ -326,7 +300,7 @@ int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
 		/* Same-host routing: the source is the destination address. */
 		src = d;
 		src.port = 0;
-		err = sdp__shm_bind_addr(&src, is_v6, &l);
+		err = sdp__shm_bind_addr(&src, is_v6, false, &l);
 		if (err)
 			return err;
 	}
@@ -345,9 +319,7 @@ int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
 	sdp__shm_addr_to_sockaddr(&d, is_v6, &qp->addr.peer, &qp->addr.peer_len);
 
 	setsockopt(qp->sock, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
-	err = sdp__shm_name_connect(qp->sock, &d);
-	if (!err)
-		err = check_listener_cred(qp->sock, &d);
+	err = sdp__shm_name_connect(&qp->sock, &d);
 	if (!err)
 		err = sdp__shm_send_msg(qp->sock, SHM_MSG_HELLO, qp, &d, priv,
 					priv_len);

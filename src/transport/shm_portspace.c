@@ -16,8 +16,15 @@
  * racing conflicting binds cannot both succeed (at worst both fail); a probe
  * can make an unrelated bind of the probed name fail transiently.  Specific
  * IPv4 loopback addresses other than 127.0.0.1 are not probed for a
- * wildcard bind.  Ports below ip_unprivileged_port_start are only trusted
- * when the listener runs as root (abstract names carry no permissions).
+ * wildcard bind.
+ *
+ * A name carries no permissions: anybody can bind any.  What makes a
+ * listener trustworthy is the kernel TCP port it holds at the same address
+ * (a "both" listener's TCP side, or the claim an SDP-only listener takes
+ * here), which clients check before they speak (shm_owner.c).  So binding
+ * an SDP port fails as binding the TCP port would (EADDRINUSE, EACCES for a
+ * privileged port), and an ephemeral port comes from the kernel's TCP port
+ * space.
  *
  * Passive side: listener_fd() is an epoll fd over the listening socket and
  * the accepted connections whose Hello has not arrived yet, so get_request()
@@ -36,6 +43,7 @@
 #include <sys/epoll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -345,8 +353,71 @@ static int bind_ephemeral(struct shm_addr *a)
 	return -EADDRNOTAVAIL;
 }
 
+/*
+ * The claim: a kernel TCP socket bound to the listener's address and port,
+ * listening once the listener listens.  It is what shm_owner.c checks, and
+ * the kernel's rules for TCP ports (exclusive between users, privileged
+ * ports) become SDP's.  TCP clients that reach it are reset: the port serves
+ * SDP only.  Its bind fails as a TCP server's would.
+ */
+static int claim_take(struct shm_addr *a)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int fam = a->v6 ? AF_INET6 : AF_INET, one = 1, zero = 0, s, err;
+
+	/* The system call itself: socket() is the switch's, which would make
+	 * this an SDP socket in turn. */
+	s = sdp_fd_high((int)syscall(SYS_socket, fam, SOCK_STREAM |
+				     SOCK_NONBLOCK | SOCK_CLOEXEC,
+				     IPPROTO_TCP));
+	if (s < 0)
+		return -errno;
+	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (a->v6)	/* a wildcard takes IPv4 too, as its name does */
+		setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+	sdp__shm_addr_to_sockaddr(a, a->v6, &ss, &len);
+	if (bind(s, (struct sockaddr *)&ss, len))
+		goto fail;
+	len = sizeof(ss);
+	if (getsockname(s, (struct sockaddr *)&ss, &len))
+		goto fail;
+	a->port = ntohs(ss.ss_family == AF_INET6 ?
+			((struct sockaddr_in6 *)&ss)->sin6_port :
+			((struct sockaddr_in *)&ss)->sin_port);
+	return s;
+fail:
+	err = -errno;
+	close(s);
+	return err;
+}
+
+/* The port from the kernel's TCP port space, then its name; a few tries
+ * when the name of a free TCP port is taken (by a squatter: it cannot be
+ * a listener, which would hold the TCP port). */
+static int bind_claimed(struct shm_addr *a, int *claim)
+{
+	uint16_t want = a->port;
+	int s = -EADDRINUSE;
+
+	for (int tries = 0; tries < 16 && s == -EADDRINUSE; tries++) {
+		a->port = want;
+		*claim = claim_take(a);
+		if (*claim < 0)
+			return *claim;
+		s = bind_exact(a);
+		if (s < 0) {
+			close(*claim);
+			*claim = -1;
+		}
+		if (want)
+			break;
+	}
+	return s;
+}
+
 int sdp__shm_bind_addr(const struct shm_addr *a, int is_v6_socket,
-		       struct shm_listener **out)
+		       bool claim_tcp, struct shm_listener **out)
 {
 	struct shm_listener *l = calloc(1, sizeof(*l));
 	int s;
@@ -357,7 +428,11 @@ int sdp__shm_bind_addr(const struct shm_addr *a, int is_v6_socket,
 	l->addr = *a;
 	l->is_v6_socket = is_v6_socket;
 	l->epfd = -1;
-	s = a->port ? bind_exact(&l->addr) : bind_ephemeral(&l->addr);
+	l->claim = -1;
+	if (claim_tcp)
+		s = bind_claimed(&l->addr, &l->claim);
+	else
+		s = a->port ? bind_exact(&l->addr) : bind_ephemeral(&l->addr);
 	if (s < 0) {
 		free(l);
 		return s;
@@ -365,6 +440,20 @@ int sdp__shm_bind_addr(const struct shm_addr *a, int is_v6_socket,
 	l->sock = s;
 	*out = l;
 	return 0;
+}
+
+/* TCP clients of an SDP-only port: reset, as a closed port would. */
+static void claim_reset_clients(struct shm_listener *l)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	int s;
+
+	if (l->claim < 0)
+		return;
+	while ((s = accept4(l->claim, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+		setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		close(s);
+	}
 }
 
 /* The listener's backlog is full: wait up to a second for it to drain, as a
@@ -388,36 +477,85 @@ static int connect_blocking(int sock, const struct sockaddr_un *sun,
 	return err;
 }
 
-/* Connect `sock` to the listener for `dst`: the exact name, the family
- * wildcard, and for IPv4 the dual-stack IPv6 wildcard.  -ECONNREFUSED if
- * nobody listens. */
-int sdp__shm_name_connect(int sock, const struct shm_addr *dst)
+/* Replace a socket connected to an impostor with a fresh one bound to the
+ * same name (a connected socket cannot connect again). */
+static int renew_socket(int *sock)
+{
+	struct sockaddr_un sun;
+	socklen_t len = sizeof(sun);
+	int s, one = 1;
+
+	if (getsockname(*sock, (struct sockaddr *)&sun, &len))
+		return -errno;
+	s = unix_socket();
+	if (s < 0)
+		return s;
+	close(*sock);
+	*sock = s;
+	if (len > offsetof(struct sockaddr_un, sun_path) &&
+	    bind(s, (struct sockaddr *)&sun, len))
+		return -errno;
+	if (setsockopt(s, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)))
+		return -errno;
+	return 0;
+}
+
+/* Is the listener on this name, whose backlog is full, the port's owner?
+ * Then it is worth waiting for; an impostor is not. */
+static bool owner_of_full_name(const struct sockaddr_un *sun, socklen_t len,
+			       const struct shm_addr *dst)
+{
+	uid_t uid;
+
+	return sdp__shm_name_owner_uid(sun, len, &uid) == 0 &&
+	       sdp__shm_uid_owns_port(uid, dst) == 1;
+}
+
+/*
+ * Connect *sock to the listener for `dst`: the exact name, the family
+ * wildcard, and for IPv4 the dual-stack IPv6 wildcard, skipping any whose
+ * listener does not own the TCP port (shm_owner.c).  An impostor costs one
+ * connect and one kernel query, never a wait.  -ECONNREFUSED if no owner
+ * listens.
+ */
+int sdp__shm_name_connect(int *sock, const struct shm_addr *dst)
 {
 	struct shm_addr cand[3] = { *dst, *dst, *dst };
-	int ncand = dst->v6 ? 2 : 3;
+	int ncand = dst->v6 ? 2 : 3, err;
 
 	cand[2].v6 = 1;
 	for (int i = 0; i < ncand; i++) {
 		struct sockaddr_un sun;
 		socklen_t len = name_make(&cand[i], i > 0, &sun);
 
-		if (!connect(sock, (struct sockaddr *)&sun, len))
-			return 0;
+		if (!connect(*sock, (struct sockaddr *)&sun, len)) {
+			err = sdp__shm_peer_owns_port(*sock, dst);
+			if (err == 1)
+				return 0;
+			err = renew_socket(sock);
+			if (err)
+				return err;
+			continue;
+		}
 		if (errno == ECONNREFUSED || errno == ENOENT)
 			continue;
 		if (errno != EAGAIN)
 			return -errno;
-		/* Backlog full: wait a little for the listener, like a SYN
-		 * retransmission would, then give up. */
-		return connect_blocking(sock, &sun, len);
+		if (!owner_of_full_name(&sun, len, dst))
+			continue;
+		/* The owner's backlog is full: wait a little for it, like a
+		 * SYN retransmission would, then give up. */
+		err = connect_blocking(*sock, &sun, len);
+		return err ? err : sdp__shm_peer_owns_port(*sock, dst) == 1 ?
+				   0 : -ECONNREFUSED;
 	}
 	return -ECONNREFUSED;
 }
 
 /* ---- listener ops -------------------------------------------------------- */
 
-int sdp__shm_bind(const struct sockaddr *sa, socklen_t len,
-		  struct sdp_listener **out)
+static int shm_bind(const struct sockaddr *sa, socklen_t len, bool claim_tcp,
+		    struct sdp_listener **out)
 {
 	struct shm_listener *l;
 	struct shm_addr a;
@@ -428,10 +566,35 @@ int sdp__shm_bind(const struct sockaddr *sa, socklen_t len,
 		return err;
 	if (!sdp__shm_addr_is_local(&a))
 		return -EADDRNOTAVAIL;
-	err = sdp__shm_bind_addr(&a, is_v6, &l);
+	err = sdp__shm_bind_addr(&a, is_v6, claim_tcp, &l);
 	if (err)
 		return err;
 	*out = (struct sdp_listener *)l;
+	return 0;
+}
+
+int sdp__shm_bind(const struct sockaddr *sa, socklen_t len,
+		  struct sdp_listener **out)
+{
+	return shm_bind(sa, len, true, out);
+}
+
+int sdp__shm_bind_tcp_held(const struct sockaddr *sa, socklen_t len,
+			   struct sdp_listener **out)
+{
+	return shm_bind(sa, len, false, out);
+}
+
+int sdp__shm_set_tcp_claim(struct sdp_listener *sl, int fd)
+{
+	struct shm_listener *l = SHM_L(sl);
+
+	if (l->claim >= 0 || l->listening) {
+		close(fd);
+		return -EINVAL;
+	}
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	l->claim = fd;
 	return 0;
 }
 
@@ -453,12 +616,18 @@ int sdp__shm_listen(struct sdp_listener *sl, int backlog)
 		return -EINVAL;
 	if (listen(l->sock, backlog > 0 ? backlog : 1))
 		return -errno;
+	if (l->claim >= 0 && listen(l->claim, 16))
+		return -errno;
 	if (l->epfd < 0) {
 		l->epfd = sdp_fd_high(epoll_create1(EPOLL_CLOEXEC));
 		if (l->epfd < 0)
 			return -errno;
 		ev.data.fd = l->sock;
-		if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->sock, &ev)) {
+		if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->sock, &ev) ||
+		    (l->claim >= 0 &&
+		     epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->claim,
+			       &(struct epoll_event){ .events = EPOLLIN,
+						      .data.fd = l->claim }))) {
 			int err = -errno;
 
 			close(l->epfd);
@@ -628,6 +797,7 @@ int sdp__shm_get_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 
 	if (!l->listening || l->shared)
 		return -EINVAL;
+	claim_reset_clients(l);
 	accept_pending(l);
 	return sdp__shm_pending_scan(l, out, priv, priv_len);
 }
@@ -651,6 +821,8 @@ void sdp__shm_listener_free(struct shm_listener *l)
 		close(l->epfd);
 	if (l->sock >= 0)
 		close(l->sock);
+	if (l->claim >= 0)
+		close(l->claim);
 	free(l);
 }
 

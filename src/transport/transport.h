@@ -208,6 +208,16 @@ struct sdp_transport_ops {
 	/* Port space (SDP's own, per network namespace). */
 	int (*bind)(const struct sockaddr *addr, socklen_t len,
 		    struct sdp_listener **out);
+	/* bind() for a caller that holds the kernel TCP port at this address
+	 * itself (a "both" socket's TCP side).  Without it (NULL), bind() is
+	 * used; shm's bind() otherwise takes that TCP port as a claim, the
+	 * proof of ownership its clients check (shm_owner.c). */
+	int (*bind_tcp_held)(const struct sockaddr *addr, socklen_t len,
+			     struct sdp_listener **out);
+	/* Such a caller that serves SDP only hands its TCP socket, bound to
+	 * the listener's address, over as the claim before listen(); the
+	 * listener owns it from then on (closes it, even on failure). */
+	int (*set_tcp_claim)(struct sdp_listener *l, int fd);
 	int (*bound_addr)(struct sdp_listener *l, struct sockaddr_storage *ss,
 			  socklen_t *len);
 	int (*listen)(struct sdp_listener *l, int backlog);
