@@ -6,7 +6,8 @@
  *   server PORTFILE GOFILE BYTES
  *	(root, preloaded) accept one connection, send "hello", wait for
  *	GOFILE, send BYTES (byte i = pat(i)) and read to EOF; prints
- *	"server: sent N sum S" or "server: send failed after N: ERROR",
+ *	"server: sent N sum S" or "server: send failed after N: ERROR"
+ *	(a send that waits 3 s fails),
  *	then "server: received N sum S" and "server: rdma R written W
  *	read D" (SDP_ZCOPY_STATS).
  *   client PORT BYTES
@@ -214,9 +215,13 @@ static int server(char **av)
 		fprintf(stderr, "server: no go file\n");
 		return 1;
 	}
+	/* A peer that holds the connection without reading (case 1) ends
+	 * the send after a while: its bytes went by copy, nowhere else. */
+	setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO,
+		   &(struct timeval){ .tv_sec = 3 }, sizeof(struct timeval));
 	while (off < total) {
 		wait_sink_avail();
-		n = send(sock, buf + off, total - off, 0);
+		n = send(sock, buf + off, total - off, MSG_NOSIGNAL);
 		if (n <= 0) {
 			printf("server: send failed after %zu: %s\n", off,
 			       n < 0 ? strerror(errno) : "returned 0");
