@@ -18,7 +18,8 @@
  * Files: shm_portspace.c (names, bind/listen/get_request, rendezvous),
  * shm_cm.c (connect/accept/get_event, CM messages, segment mapping),
  * shm_qp.c (QP life cycle, post/poll, error and flush), shm_wait.c (futex,
- * doorbell, liveness), shm_rdma.c (MR table, cross-memory attach).
+ * doorbell, liveness), shm_rdma.c (MR table, RDMA), shm_creds.c
+ * (cross-memory attach with the peer's credentials).
  */
 #ifndef SDP_TRANSPORT_SHM_H
 #define SDP_TRANSPORT_SHM_H
@@ -26,7 +27,9 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <time.h>
 
@@ -166,6 +169,8 @@ struct shm_conn_req {
 	struct shm_seg peer;
 	uint64_t peer_base;		/* peer's VA of its segment (probe) */
 	pid_t peer_pid;			/* from SCM_CREDENTIALS, 0 unknown */
+	uid_t peer_uid;			/* likewise, (uid_t)-1 unknown */
+	gid_t peer_gid;			/* likewise, (gid_t)-1 unknown */
 	struct shm_addr src, dst;
 	int is_v6_socket;
 };
@@ -212,6 +217,8 @@ struct shm_qp {
 	struct shm_seg peer;		/* the peer's segment, once known */
 	uint64_t peer_base;
 	pid_t peer_pid;
+	uid_t peer_uid;			/* peer's credentials (SCM_CREDENTIALS): */
+	gid_t peer_gid;			/* cross-memory attach runs with them */
 	int peer_pidfd;			/* liveness of peer_pid, or -1 */
 	int peer_app_fd;		/* peer's readiness fd (share_app_fd),
 					 * or -1; used and closed only under
@@ -295,8 +302,8 @@ void sdp__shm_close_listener(struct sdp_listener *l);
 int sdp__shm_pending_scan(struct shm_listener *l, struct sdp_conn_req **out,
 			  void *priv, uint32_t *priv_len);
 int sdp__shm_request_build(struct shm_listener *l, int sock, int memfd,
-			   pid_t pid, uint64_t base, const struct shm_addr *hdst,
-			   struct shm_conn_req **out);
+			   const struct ucred *cred, uint64_t base,
+			   const struct shm_addr *hdst, struct shm_conn_req **out);
 
 /* shm_share.c */
 int sdp__shm_share_listener(struct sdp_listener *l);
@@ -310,7 +317,7 @@ int sdp__shm_send_msg(int sock, uint16_t type, const struct shm_qp *qp,
 		      uint32_t priv_len);
 int sdp__shm_recv_msg(int sock, uint16_t *type, void *priv, uint32_t *priv_len,
 		      struct shm_addr *dst, uint64_t *base, int *fd,
-		      pid_t *pid, uint8_t *flags);
+		      struct ucred *cred, uint8_t *flags);
 int sdp__shm_map_peer(int fd, struct shm_seg *seg);
 void sdp__shm_seg_unmap(struct shm_seg *seg);
 int sdp__shm_connect(struct sdp_qp *qp, struct sdp_listener *local,
@@ -369,5 +376,11 @@ int sdp__shm_reg_mr(struct sdp_qp *qp, void *addr, size_t len,
 int sdp__shm_dereg_mr(struct sdp_qp *qp, struct sdp_mr *mr);
 enum sdp_wc_status sdp__shm_rdma(struct shm_qp *qp,
 				 const struct sdp_send_wr *wr, uint64_t total);
+
+/* shm_creds.c: process_vm_writev (write) or _readv to qp->peer_pid, with
+ * no more privilege than the peer's credentials give; bytes or -errno. */
+ssize_t sdp__shm_vm_rw(const struct shm_qp *qp, bool write,
+		       const struct iovec *local, unsigned long nl,
+		       const struct iovec *remote, unsigned long nr);
 
 #endif /* SDP_TRANSPORT_SHM_H */

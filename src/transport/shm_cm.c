@@ -8,8 +8,9 @@
  * Hello (client -> listener) and Accept or Reject (listener -> client).  A
  * Hello or Accept carries, in the same sendmsg, the sender's segment memfd
  * (SCM_RIGHTS) and its credentials (SCM_CREDENTIALS: the kernel verifies the
- * pid and uid, so the pid used for cross-memory attach is the pid of the
- * process that sent the message, not a number the peer chose).  After the
+ * pid, uid and gid, so the pid used for cross-memory attach is the pid of
+ * the process that sent the message, not a number the peer chose, and the
+ * uid and gid are ids that process holds; shm_creds.c attaches with them).  After the
  * handshake the connection carries only one-byte doorbells, and its hang-up
  * tells each side that the other is gone.
  *
@@ -110,17 +111,14 @@ int sdp__shm_send_msg(int sock, uint16_t type, const struct shm_qp *qp,
 
 /* Collect the first passed fd and the sender's credentials; close any other
  * fd a hostile peer might have stuffed into the message. */
-static void take_cmsgs(struct msghdr *mh, int *fd, pid_t *pid)
+static void take_cmsgs(struct msghdr *mh, int *fd, struct ucred *cred)
 {
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
 		if (c->cmsg_level != SOL_SOCKET)
 			continue;
 		if (c->cmsg_type == SCM_CREDENTIALS &&
 		    c->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
-			struct ucred uc;
-
-			memcpy(&uc, CMSG_DATA(c), sizeof(uc));
-			*pid = uc.pid;
+			memcpy(cred, CMSG_DATA(c), sizeof(*cred));
 		} else if (c->cmsg_type == SCM_RIGHTS) {
 			size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 
@@ -139,8 +137,8 @@ static void take_cmsgs(struct msghdr *mh, int *fd, pid_t *pid)
 }
 
 int sdp__shm_recv_msg(int sock, uint16_t *type, void *priv, uint32_t *priv_len,
-		      struct shm_addr *dst, uint64_t *base, int *fd, pid_t *pid,
-		      uint8_t *flags)
+		      struct shm_addr *dst, uint64_t *base, int *fd,
+		      struct ucred *cred, uint8_t *flags)
 {
 	struct shm_wire_msg m;
 	union shm_cmsg_buf cbuf;
@@ -152,11 +150,11 @@ int sdp__shm_recv_msg(int sock, uint16_t *type, void *priv, uint32_t *priv_len,
 	ssize_t n;
 
 	*fd = -1;
-	*pid = 0;
+	*cred = (struct ucred){ 0, (uid_t)-1, (gid_t)-1 };
 	n = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n < 0)
 		return errno == EAGAIN ? -EAGAIN : -errno;
-	take_cmsgs(&mh, fd, pid);
+	take_cmsgs(&mh, fd, cred);
 	if (n == 0) {
 		if (*fd >= 0)
 			close(*fd);
@@ -347,11 +345,11 @@ static int connect_reply(struct shm_qp *qp, struct sdp_cm_event *ev)
 	uint32_t plen = 0;
 	uint64_t base = 0;
 	uint8_t flags = 0;
-	pid_t pid;
+	struct ucred cred;
 	int fd, err;
 
 	err = sdp__shm_recv_msg(qp->sock, &type, priv, &plen, &dummy, &base,
-				&fd, &pid, &flags);
+				&fd, &cred, &flags);
 	if (err == -EAGAIN)
 		return -EAGAIN;
 	if (!err && (type != SHM_MSG_ACCEPT || fd < 0))
@@ -366,7 +364,9 @@ static int connect_reply(struct shm_qp *qp, struct sdp_cm_event *ev)
 		*ev = qp->ev;
 		return 0;
 	}
-	qp->peer_pid = pid;
+	qp->peer_pid = cred.pid;
+	qp->peer_uid = cred.uid;
+	qp->peer_gid = cred.gid;
 	qp->peer_base = base;
 	sdp__shm_rdma_probe(qp);
 	atomic_store(&qp->state, SHM_ESTABLISHED);

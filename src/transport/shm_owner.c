@@ -28,6 +28,7 @@
 #include <linux/sock_diag.h>
 #include <linux/unix_diag.h>
 #include <net/if.h>
+#include <pthread.h>
 #include <netinet/tcp.h>
 #include <stddef.h>
 #include <string.h>
@@ -35,62 +36,118 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "engine/atfork.h"
 #include "transport/fdhigh.h"
 #include "transport/shm.h"
 
 #define DIAG_BUF 16384
 
-static int diag_socket(void)
-{
-	int s = sdp_fd_high(socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC,
-				   NETLINK_SOCK_DIAG));
+/*
+ * One query at a time on one netlink socket per process, kept open: a query
+ * is on every connect's path, and the socket's creation would cost as much
+ * as the query.  A fork child opens its own (replies would otherwise go to
+ * whichever process reads first).
+ */
+static pthread_mutex_t diag_lock = PTHREAD_MUTEX_INITIALIZER;
+static int diag_fd = -1;
+static pid_t diag_pid;
+static uint32_t diag_seq;
 
-	return s < 0 ? -errno : s;
+static pthread_once_t diag_once = PTHREAD_ONCE_INIT;
+
+static void diag_prepare(void)
+{
+	pthread_mutex_lock(&diag_lock);
 }
 
-static int diag_send(int s, void *req, size_t len)
+static void diag_after(void)
+{
+	pthread_mutex_unlock(&diag_lock);
+}
+
+static void diag_init(void)
+{
+	sdp_atfork_add(SDP_ATFORK_INNER, diag_prepare, diag_after, diag_after);
+}
+
+static int diag_socket_locked(void)
+{
+	pid_t me = getpid();
+
+	if (diag_fd >= 0 && diag_pid == me)
+		return diag_fd;
+	if (diag_fd >= 0)
+		close(diag_fd);		/* the parent's */
+	diag_fd = sdp_fd_high(socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC,
+				     NETLINK_SOCK_DIAG));
+	diag_pid = me;
+	return diag_fd < 0 ? -errno : diag_fd;
+}
+
+/* After an error the socket may hold the rest of a reply: start afresh. */
+static void diag_reset_locked(void)
+{
+	if (diag_fd >= 0)
+		close(diag_fd);
+	diag_fd = -1;
+}
+
+/*
+ * Send a dump request and walk its replies to the end: fn(msg, arg) for
+ * each until one returns non-zero, which is the result (the rest is read
+ * and dropped, so that the next query starts clean).  0 if no hit.
+ */
+static int diag_query(struct nlmsghdr *req,
+		      int (*fn)(const struct nlmsghdr *, void *), void *arg)
 {
 	struct sockaddr_nl nl = { .nl_family = AF_NETLINK };
-
-	if (sendto(s, req, len, 0, (struct sockaddr *)&nl, sizeof(nl)) < 0)
-		return -errno;
-	return 0;
-}
-
-/* Walk a dump's replies: fn(msg, arg) for each; stops early when fn
- * returns non-zero (the result).  0 if the dump ended without a hit. */
-static int diag_walk(int s, int (*fn)(const struct nlmsghdr *, void *),
-		     void *arg)
-{
 	union {
 		char buf[DIAG_BUF];
 		struct nlmsghdr align;
 	} u;
+	int s, result = 0;
 
+	pthread_once(&diag_once, diag_init);
+	pthread_mutex_lock(&diag_lock);
+	s = diag_socket_locked();
+	if (s < 0)
+		goto out;
+	req->nlmsg_seq = ++diag_seq;
+	if (sendto(s, req, req->nlmsg_len, 0, (struct sockaddr *)&nl,
+		   sizeof(nl)) < 0) {
+		result = -errno;
+		goto fail;
+	}
 	for (;;) {
 		ssize_t n = recv(s, u.buf, sizeof(u.buf), 0);
 		const struct nlmsghdr *h = &u.align;
 
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			result = n < 0 ? -errno : -EPROTO;
+			goto fail;
 		}
 		for (; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
-			int r;
-
+			if (h->nlmsg_seq != diag_seq)
+				continue;	/* a stale reply */
 			if (h->nlmsg_type == NLMSG_DONE)
-				return 0;
+				goto out;
 			if (h->nlmsg_type == NLMSG_ERROR) {
 				const struct nlmsgerr *e = NLMSG_DATA(h);
 
-				return e->error ? e->error : -EPROTO;
+				result = e->error ? e->error : -EPROTO;
+				goto out;
 			}
-			r = fn(h, arg);
-			if (r)
-				return r;
+			if (!result)
+				result = fn(h, arg);
 		}
 	}
+fail:
+	diag_reset_locked();
+out:
+	pthread_mutex_unlock(&diag_lock);
+	return s < 0 ? s : result;
 }
 
 /* ---- TCP listeners ---------------------------------------------------- */
@@ -152,7 +209,7 @@ static int tcp_one(const struct nlmsghdr *h, void *arg)
 
 /* One family's TCP listeners on dst's port: 1 if `uid` owns one dst would
  * reach, 0 if not, -errno if the kernel cannot say. */
-static int tcp_owner_in(int s, struct tcp_want *w)
+static int tcp_owner_in(struct tcp_want *w)
 {
 	struct {
 		struct nlmsghdr nlh;
@@ -160,7 +217,6 @@ static int tcp_owner_in(int s, struct tcp_want *w)
 		struct nlattr bc_hdr;
 		struct inet_diag_bc_op bc[2];
 	} req;
-	int r;
 
 	memset(&req, 0, sizeof(req));
 	req.nlh.nlmsg_len = sizeof(req);
@@ -177,29 +233,29 @@ static int tcp_owner_in(int s, struct tcp_want *w)
 	req.bc[0].yes = sizeof(req.bc);
 	req.bc[0].no = sizeof(req.bc) + 4;
 	req.bc[1].no = w->dst->port;
-	r = diag_send(s, &req, sizeof(req));
-	return r < 0 ? r : diag_walk(s, tcp_one, w);
+	return diag_query(&req.nlh, tcp_one, w);
 }
 
 int sdp__shm_uid_owns_port(uid_t uid, const struct shm_addr *dst)
 {
 	static unsigned lo_index;
 	struct tcp_want w = { .dst = dst, .uid = uid };
-	int s, r;
+	int r;
 
-	if (!lo_index)
-		lo_index = if_nametoindex("lo");
-	w.lo_index = lo_index ? lo_index : 1;
-	s = diag_socket();
-	if (s < 0)
-		return s;
+	unsigned lo = __atomic_load_n(&lo_index, __ATOMIC_RELAXED);
+
+	if (!lo) {
+		lo = if_nametoindex("lo");
+		lo = lo ? lo : 1;
+		__atomic_store_n(&lo_index, lo, __ATOMIC_RELAXED);
+	}
+	w.lo_index = lo;
 	w.family = dst->v6 ? AF_INET6 : AF_INET;
-	r = tcp_owner_in(s, &w);
+	r = tcp_owner_in(&w);
 	if (r == 0 && !dst->v6) {	/* a dual-stack IPv6 listener */
 		w.family = AF_INET6;
-		r = tcp_owner_in(s, &w);
+		r = tcp_owner_in(&w);
 	}
-	close(s);
 	return r;
 }
 
@@ -260,7 +316,7 @@ int sdp__shm_name_owner_uid(const struct sockaddr_un *sun, socklen_t len,
 		struct unix_diag_req r;
 	} req;
 	struct unix_want w = { .sun = sun, .len = len };
-	int s, r;
+	int r;
 
 	memset(&req, 0, sizeof(req));
 	req.nlh.nlmsg_len = sizeof(req);
@@ -269,13 +325,7 @@ int sdp__shm_name_owner_uid(const struct sockaddr_un *sun, socklen_t len,
 	req.r.sdiag_family = AF_UNIX;
 	req.r.udiag_states = 1u << TCP_LISTEN;
 	req.r.udiag_show = UDIAG_SHOW_NAME | UDIAG_SHOW_UID;
-	s = diag_socket();
-	if (s < 0)
-		return s;
-	r = diag_send(s, &req, sizeof(req));
-	if (r == 0)
-		r = diag_walk(s, unix_one, &w);
-	close(s);
+	r = diag_query(&req.nlh, unix_one, &w);
 	if (r == 1)
 		*uid = w.uid;
 	return r == 1 ? 0 : r == 0 ? -ENOENT : r;

@@ -690,8 +690,8 @@ static void accept_pending(struct shm_listener *l)
 
 /* Turn a pending connection whose Hello arrived into a request. */
 int sdp__shm_request_build(struct shm_listener *l, int sock, int memfd,
-			   pid_t pid, uint64_t base, const struct shm_addr *hdst,
-			   struct shm_conn_req **out)
+			   const struct ucred *cred, uint64_t base,
+			   const struct shm_addr *hdst, struct shm_conn_req **out)
 {
 	struct sockaddr_un sun;
 	socklen_t slen = sizeof(sun);
@@ -726,7 +726,9 @@ int sdp__shm_request_build(struct shm_listener *l, int sock, int memfd,
 	if (err)
 		goto err_free;
 	r->sock = sock;
-	r->peer_pid = pid;
+	r->peer_pid = cred->pid;
+	r->peer_uid = cred->uid;
+	r->peer_gid = cred->gid;
 	r->peer_base = base;
 	r->is_v6_socket = l->is_v6_socket;
 	*out = r;
@@ -753,11 +755,11 @@ int sdp__shm_pending_scan(struct shm_listener *l, struct sdp_conn_req **out,
 		uint16_t type;
 		uint32_t len;
 		uint64_t base;
-		pid_t pid;
+		struct ucred cred;
 		int fd, err;
 
 		err = sdp__shm_recv_msg(p->sock, &type, buf, &len, &hdst,
-					&base, &fd, &pid, NULL);
+					&base, &fd, &cred, NULL);
 		if (err == -EAGAIN) {
 			if (now >= p->deadline_ms)
 				pending_drop(l, pp);
@@ -768,7 +770,7 @@ int sdp__shm_pending_scan(struct shm_listener *l, struct sdp_conn_req **out,
 		if (!err && (type != SHM_MSG_HELLO || fd < 0))
 			err = -EPROTO;
 		if (!err)
-			err = sdp__shm_request_build(l, p->sock, fd, pid, base,
+			err = sdp__shm_request_build(l, p->sock, fd, &cred, base,
 						     &hdst, &r);
 		if (fd >= 0)
 			close(fd);

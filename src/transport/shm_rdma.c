@@ -6,9 +6,17 @@
  * reg_mr() publishes remotely accessible ranges in the MR table of our own
  * segment; the peer validates every RDMA against that table (rkey, range,
  * access) before it asks the kernel to copy.  The table is advisory between
- * cooperating libraries: the operating system's own ptrace access check on
- * process_vm_* is the real boundary (a peer allowed to ptrace us could
- * write our memory anyway).  We never widen it (no PR_SET_PTRACER); where it
+ * cooperating libraries (the peer, or a child it forked, can rewrite it):
+ * the boundary is the kernel's ptrace access check on process_vm_*, made
+ * with no more privilege than the peer's own credentials (shm_creds.c: a
+ * privileged process copies with the peer's uid and gid).  So every copy
+ * reaches only memory the peer's user could write with ptrace anyway, and
+ * an exec of a setuid program or a change of the peer's ids ends its RDMA
+ * before the next copy, decided by the kernel under the peer's exec lock:
+ * the copy fails (REM_ACCESS_ERR) and the engine resets the connection.
+ * What remains: a same-user image the peer exec'd (not setuid) may still
+ * receive bytes its predecessor asked for, memory its user could write with
+ * ptrace anyway.  We never widen the check (no PR_SET_PTRACER); where it
  * denies access, caps.rdma is 0 and the engine stays with buffer copies.
  *
  * The peer's pid comes from SCM_CREDENTIALS on its CM message (verified by
@@ -151,11 +159,11 @@ void sdp__shm_rdma_probe(struct shm_qp *qp)
 		strcpy(qp->caps.rdma_reason, "peer credentials unavailable");
 		return;
 	}
-	n = process_vm_readv(qp->peer_pid, &local, 1, &remote, 1, 0);
+	n = sdp__shm_vm_rw(qp, false, &local, 1, &remote, 1);
 	if (n != (ssize_t)sizeof(seen)) {
 		snprintf(qp->caps.rdma_reason, sizeof(qp->caps.rdma_reason),
 			 "cross-memory attach denied: %s",
-			 n < 0 ? strerror(errno) : "short read");
+			 n < 0 ? strerror((int)-n) : "short read");
 		return;
 	}
 	expect = atomic_load(&qp->peer.ctrl->nonce);
@@ -296,11 +304,14 @@ enum sdp_wc_status sdp__shm_rdma(struct shm_qp *qp,
 		local[i].iov_base = (void *)(uintptr_t)wr->sg_list[i].addr;
 		local[i].iov_len = wr->sg_list[i].length;
 	}
-	n = rd ? process_vm_readv(qp->peer_pid, local, wr->num_sge, &remote, 1, 0) :
-		 process_vm_writev(qp->peer_pid, local, wr->num_sge, &remote, 1, 0);
+	n = sdp__shm_vm_rw(qp, !rd, local, (unsigned long)wr->num_sge,
+			   &remote, 1);
 	if (n == (ssize_t)total)
 		return SDP_WC_SUCCESS;
-	if (n < 0 && errno == ESRCH)
+	if (n == -ESRCH)
 		return SDP_WC_RETRY_EXC_ERR;	/* the peer is gone */
+	/* EPERM: the peer exec'd or changed its credentials (shm_creds.c).
+	 * The engine resets the connection: the application's send or recv
+	 * fails, no byte is counted as delivered. */
 	return SDP_WC_REM_ACCESS_ERR;
 }

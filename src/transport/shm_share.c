@@ -73,18 +73,18 @@ static int take_one(struct shm_listener *l, int s, struct sdp_conn_req **out,
 	uint16_t type = 0;
 	uint64_t base;
 	uint32_t len = 0;
-	pid_t pid;
+	struct ucred cred;
 	int fd = -1, one = 1, err;
 
 	err = setsockopt(s, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) ?
 		-errno : hello_wait(s);
 	if (!err)
 		err = sdp__shm_recv_msg(s, &type, priv, &len, &hdst, &base,
-					&fd, &pid, NULL);
+					&fd, &cred, NULL);
 	if (!err && (type != SHM_MSG_HELLO || fd < 0))
 		err = -EPROTO;
 	if (!err)
-		err = sdp__shm_request_build(l, s, fd, pid, base, &hdst, &r);
+		err = sdp__shm_request_build(l, s, fd, &cred, base, &hdst, &r);
 	if (fd >= 0)
 		close(fd);
 	if (err)
