@@ -19,7 +19,8 @@
  * shm_cm.c (connect/accept/get_event, CM messages, segment mapping),
  * shm_qp.c (QP life cycle, post/poll, error and flush), shm_wait.c (futex,
  * doorbell, liveness), shm_rdma.c (MR table, RDMA), shm_creds.c
- * (cross-memory attach with the peer's credentials).
+ * (cross-memory attach with no more privilege than the peer's), shm_owner.c
+ * (who may answer for an address).
  */
 #ifndef SDP_TRANSPORT_SHM_H
 #define SDP_TRANSPORT_SHM_H
@@ -218,7 +219,7 @@ struct shm_qp {
 	uint64_t peer_base;
 	pid_t peer_pid;
 	uid_t peer_uid;			/* peer's credentials (SCM_CREDENTIALS): */
-	gid_t peer_gid;			/* cross-memory attach runs with them */
+	gid_t peer_gid;			/* a root peer is reached as before */
 	int peer_pidfd;			/* liveness of peer_pid, or -1 */
 	int peer_app_fd;		/* peer's readiness fd (share_app_fd),
 					 * or -1; used and closed only under

@@ -9,7 +9,7 @@
  * cooperating libraries (the peer, or a child it forked, can rewrite it):
  * the boundary is the kernel's ptrace access check on process_vm_*, made
  * with no more privilege than the peer's own credentials (shm_creds.c: a
- * privileged process copies with the peer's uid and gid).  So every copy
+ * privileged process copies without CAP_SYS_PTRACE).  So every copy
  * reaches only memory the peer's user could write with ptrace anyway, and
  * an exec of a setuid program or a change of the peer's ids ends its RDMA
  * before the next copy, decided by the kernel under the peer's exec lock:
