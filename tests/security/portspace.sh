@@ -29,11 +29,6 @@ PEERS=("${PY[@]}" "$TMP/peers.py")
 # One connect, with the fallback; bound in ms (a Python start included).
 BOUND_MS=$((1500 * MULT))
 
-tmo() { local s=$1; shift; timeout "$s" "$@"; }
-file_has() { grep -qF -- "$2" "$1"; }
-file_lacks() { ! grep -qF -- "$2" "$1"; }
-eq() { [ "$1" = "$2" ]; }
-show() { local f; for f in "$@"; do echo "# --- $f"; sed 's/^/#   /' "$f" 2>/dev/null | tail -20; done; }
 wait_listen() {
 	local i
 	for i in $(seq 1 $((200 * MULT))); do
