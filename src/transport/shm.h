@@ -283,6 +283,8 @@ int sdp__shm_bind(const struct sockaddr *addr, socklen_t len,
 int sdp__shm_bind_tcp_held(const struct sockaddr *addr, socklen_t len,
 			   struct sdp_listener **out);
 int sdp__shm_set_tcp_claim(struct sdp_listener *l, int fd);
+/* Reset the TCP connections the claim took (an SDP-only port). */
+void sdp__shm_claim_reset_clients(struct shm_listener *l);
 
 /* shm_owner.c: 1 if the user owns a kernel TCP listener that a connection
  * to dst would reach, 0 if not, -errno if the kernel cannot tell. */

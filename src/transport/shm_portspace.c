@@ -443,7 +443,7 @@ int sdp__shm_bind_addr(const struct shm_addr *a, int is_v6_socket,
 }
 
 /* TCP clients of an SDP-only port: reset, as a closed port would. */
-static void claim_reset_clients(struct shm_listener *l)
+void sdp__shm_claim_reset_clients(struct shm_listener *l)
 {
 	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 	int s;
@@ -799,7 +799,7 @@ int sdp__shm_get_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 
 	if (!l->listening || l->shared)
 		return -EINVAL;
-	claim_reset_clients(l);
+	sdp__shm_claim_reset_clients(l);
 	accept_pending(l);
 	return sdp__shm_pending_scan(l, out, priv, priv_len);
 }

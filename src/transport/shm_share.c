@@ -102,6 +102,9 @@ int sdp__shm_take_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 
 	if (!l->shared)
 		return -EINVAL;
+	/* Nothing polls a shared listener's claim: its TCP clients are reset
+	 * when the next SDP client is taken. */
+	sdp__shm_claim_reset_clients(l);
 	if (l->pending) {	/* accepted before the listener was shared */
 		r = sdp__shm_pending_scan(l, out, priv, priv_len);
 		if (r != -EAGAIN)
