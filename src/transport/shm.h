@@ -286,14 +286,14 @@ int sdp__shm_set_tcp_claim(struct sdp_listener *l, int fd);
 /* Reset the TCP connections the claim took (an SDP-only port). */
 void sdp__shm_claim_reset_clients(struct shm_listener *l);
 
-/* shm_owner.c: 1 if the user owns a kernel TCP listener that a connection
- * to dst would reach, 0 if not, -errno if the kernel cannot tell. */
-int sdp__shm_uid_owns_port(uid_t uid, const struct shm_addr *dst);
-/* The same for the listener at the other end of a connected socket. */
+/* shm_owner.c: 1 if the listener at the other end of the connected socket
+ * runs as the user who owns the kernel TCP listener a connection to dst
+ * would reach, 0 if not, -errno if the kernel cannot tell. */
 int sdp__shm_peer_owns_port(int sock, const struct shm_addr *dst);
-/* The uid of the listener bound to an abstract name: 0, or -ENOENT. */
-int sdp__shm_name_owner_uid(const struct sockaddr_un *sun, socklen_t len,
-			    uid_t *uid);
+/* The same for the listener bound to an abstract name (`like`: a socket of
+ * the caller's, for its network namespace). */
+int sdp__shm_name_owns_port(int like, const struct sockaddr_un *sun,
+			    socklen_t len, const struct shm_addr *dst);
 int sdp__shm_bound_addr(struct sdp_listener *l, struct sockaddr_storage *ss,
 			socklen_t *len);
 int sdp__shm_listen(struct sdp_listener *l, int backlog);

@@ -7,18 +7,22 @@
  * name, which any local user can bind.  So a name proves nothing; what a
  * client checks instead, after connecting to one, is that the process that
  * listens on it (SO_PEERCRED: its credentials when it called listen(), set by
- * the kernel) runs as the user who owns a kernel TCP socket in LISTEN state
- * for the same port, bound where a TCP connection to the destination would
- * land: the destination address itself or a wildcard (an IPv6 wildcard only
- * if it takes IPv4 too), on no device or the loopback device.  The kernel
- * keeps such listening sockets exclusive between users (a second bind fails;
- * SO_REUSEPORT needs the same user), applies its privileged-port rule, and
- * scopes them to the network namespace, which NETLINK_SOCK_DIAG queries from
- * the client's own.  Every libsdp listener holds one: a "both" listener its
- * TCP side, an SDP-only one a claim (shm_portspace.c).
+ * the kernel) runs as the user who owns the kernel TCP listener a TCP
+ * connection to the same destination would reach.  The kernel finds that
+ * listener itself (NETLINK_SOCK_DIAG, an exact lookup: its own listener hash,
+ * with its rules for wildcards, dual-stack IPv6, devices and SO_REUSEPORT,
+ * in O(1) however many sockets other users open), keeps such listeners
+ * exclusive between users, applies its privileged-port rule, and answers
+ * for the client's own network namespace.  Every libsdp listener holds one:
+ * a "both" listener its TCP side, an SDP-only one a claim
+ * (shm_portspace.c).
  *
- * Sockets in LISTEN state only: a merely bound socket proves nothing, since
+ * A socket in LISTEN state only: a merely bound one proves nothing, since
  * SO_REUSEADDR lets a bound socket and another user's listener share a port.
+ *
+ * In a user namespace of its own, a client sees every user its namespace
+ * does not map as the overflow uid: two such users look the same, so that
+ * uid proves nothing there.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -31,6 +35,7 @@
 #include <pthread.h>
 #include <netinet/tcp.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -51,6 +56,7 @@
 static pthread_mutex_t diag_lock = PTHREAD_MUTEX_INITIALIZER;
 static int diag_fd = -1;
 static pid_t diag_pid;
+static uint64_t diag_netns;	/* SO_NETNS_COOKIE of diag_fd, 0 unknown */
 static uint32_t diag_seq;
 
 static pthread_once_t diag_once = PTHREAD_ONCE_INIT;
@@ -70,17 +76,31 @@ static void diag_init(void)
 	sdp_atfork_add(SDP_ATFORK_INNER, diag_prepare, diag_after, diag_after);
 }
 
-static int diag_socket_locked(void)
+static uint64_t netns_cookie(int fd)
 {
+	uint64_t c = 0;
+	socklen_t len = sizeof(c);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &c, &len))
+		return 0;
+	return c;
+}
+
+/* The socket, in the network namespace of `like` (the client's socket: the
+ * process may have changed namespaces since the last query). */
+static int diag_socket_locked(int like)
+{
+	uint64_t want = netns_cookie(like);
 	pid_t me = getpid();
 
-	if (diag_fd >= 0 && diag_pid == me)
+	if (diag_fd >= 0 && diag_pid == me && want && want == diag_netns)
 		return diag_fd;
 	if (diag_fd >= 0)
-		close(diag_fd);		/* the parent's */
+		close(diag_fd);		/* the parent's, or another namespace's */
 	diag_fd = sdp_fd_high(socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC,
 				     NETLINK_SOCK_DIAG));
 	diag_pid = me;
+	diag_netns = diag_fd >= 0 ? netns_cookie(diag_fd) : 0;
 	return diag_fd < 0 ? -errno : diag_fd;
 }
 
@@ -93,13 +113,15 @@ static void diag_reset_locked(void)
 }
 
 /*
- * Send a dump request and walk its replies to the end: fn(msg, arg) for
- * each until one returns non-zero, which is the result (the rest is read
- * and dropped, so that the next query starts clean).  0 if no hit.
+ * Send a request from the namespace of socket `like` and read its replies:
+ * fn(msg, arg) for each until one returns non-zero, which is the result.
+ * A dump is read to its end (the rest dropped, so that the next query
+ * starts clean); an exact request has one reply, or an error.  0 if no hit.
  */
-static int diag_query(struct nlmsghdr *req,
+static int diag_query(int like, struct nlmsghdr *req,
 		      int (*fn)(const struct nlmsghdr *, void *), void *arg)
 {
+	const bool dump = req->nlmsg_flags & NLM_F_DUMP;
 	struct sockaddr_nl nl = { .nl_family = AF_NETLINK };
 	union {
 		char buf[DIAG_BUF];
@@ -109,7 +131,7 @@ static int diag_query(struct nlmsghdr *req,
 
 	pthread_once(&diag_once, diag_init);
 	pthread_mutex_lock(&diag_lock);
-	s = diag_socket_locked();
+	s = diag_socket_locked(like);
 	if (s < 0)
 		goto out;
 	req->nlmsg_seq = ++diag_seq;
@@ -141,6 +163,8 @@ static int diag_query(struct nlmsghdr *req,
 			}
 			if (!result)
 				result = fn(h, arg);
+			if (!dump)
+				goto out;
 		}
 	}
 fail:
@@ -152,111 +176,112 @@ out:
 
 /* ---- TCP listeners ---------------------------------------------------- */
 
-struct tcp_want {
-	const struct shm_addr *dst;
-	uid_t uid;
-	int family;
-	unsigned lo_index;
-};
-
-static bool v6only_of(const struct nlmsghdr *h, const struct inet_diag_msg *m)
+static unsigned lo_index(void)
 {
-	size_t len = h->nlmsg_len - NLMSG_LENGTH(sizeof(*m));
-	const struct rtattr *a = (const void *)(m + 1);
+	static unsigned lo;
+	unsigned v = __atomic_load_n(&lo, __ATOMIC_RELAXED);
 
-	for (; RTA_OK(a, len); a = RTA_NEXT(a, len))
-		if (a->rta_type == INET_DIAG_SKV6ONLY &&
-		    RTA_PAYLOAD(a) >= 1)
-			return *(const uint8_t *)RTA_DATA(a) != 0;
-	return false;	/* no attribute: an old kernel's dual-stack default */
-}
-
-/* Would a TCP connection to dst from this host land on this listener? */
-static bool lands_on(const struct tcp_want *w, const struct nlmsghdr *h,
-		     const struct inet_diag_msg *m)
-{
-	static const uint8_t zero[16];
-	static const uint8_t mapped[12] = { [10] = 0xff, [11] = 0xff };
-	const uint8_t *src = (const uint8_t *)m->id.idiag_src;
-	const struct shm_addr *d = w->dst;
-
-	if (m->idiag_state != TCP_LISTEN || ntohs(m->id.idiag_sport) != d->port)
-		return false;
-	if (m->id.idiag_if && m->id.idiag_if != w->lo_index)
-		return false;	/* bound to a device a local connection
-				 * does not come in through */
-	if (m->idiag_family == AF_INET)
-		return !d->v6 && (!memcmp(src, zero, 4) || !memcmp(src, d->a, 4));
-	if (!d->v6) {
-		if (v6only_of(h, m))
-			return false;
-		return !memcmp(src, zero, 16) ||
-		       (!memcmp(src, mapped, 12) && !memcmp(src + 12, d->a, 4));
+	if (!v) {
+		v = if_nametoindex("lo");
+		v = v ? v : 1;
+		__atomic_store_n(&lo, v, __ATOMIC_RELAXED);
 	}
-	return !memcmp(src, zero, 16) || !memcmp(src, d->a, 16);
+	return v;
 }
 
-static int tcp_one(const struct nlmsghdr *h, void *arg)
+/* An answer: the listener's uid, 1; a socket in another state (no
+ * listener), 2. */
+static int listener_uid(const struct nlmsghdr *h, void *arg)
 {
-	const struct tcp_want *w = arg;
 	const struct inet_diag_msg *m = NLMSG_DATA(h);
 
 	if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
 	    h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)))
-		return 0;
-	return m->idiag_uid == w->uid && lands_on(w, h, m) ? 1 : 0;
+		return -EPROTO;
+	if (m->idiag_state != TCP_LISTEN)
+		return 2;
+	*(uid_t *)arg = m->idiag_uid;
+	return 1;
 }
 
-/* One family's TCP listeners on dst's port: 1 if `uid` owns one dst would
- * reach, 0 if not, -errno if the kernel cannot say. */
-static int tcp_owner_in(struct tcp_want *w)
+/* The uid that owns the TCP listener a connection from this host to dst
+ * reaches: 0, -ENOENT if none, or -errno. */
+static int port_owner(int like, const struct shm_addr *dst, uid_t *uid)
 {
 	struct {
 		struct nlmsghdr nlh;
 		struct inet_diag_req_v2 r;
-		struct nlattr bc_hdr;
-		struct inet_diag_bc_op bc[2];
 	} req;
+	int r;
 
 	memset(&req, 0, sizeof(req));
 	req.nlh.nlmsg_len = sizeof(req);
 	req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-	req.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	req.r.sdiag_family = (uint8_t)w->family;
+	req.nlh.nlmsg_flags = NLM_F_REQUEST;
+	req.r.sdiag_family = dst->v6 ? AF_INET6 : AF_INET;
 	req.r.sdiag_protocol = IPPROTO_TCP;
-	req.r.idiag_states = 1u << TCP_LISTEN;
-	/* The kernel filters on the port: local port == dst's, else skip
-	 * (a jump past the end rejects). */
-	req.bc_hdr.nla_len = sizeof(req.bc_hdr) + sizeof(req.bc);
-	req.bc_hdr.nla_type = INET_DIAG_REQ_BYTECODE;
-	req.bc[0].code = INET_DIAG_BC_S_EQ;
-	req.bc[0].yes = sizeof(req.bc);
-	req.bc[0].no = sizeof(req.bc) + 4;
-	req.bc[1].no = w->dst->port;
-	return diag_query(&req.nlh, tcp_one, w);
+	req.r.idiag_states = ~0u;
+	/* As a packet from this host to dst would be looked up: the
+	 * listener's side is "src"; the remote end is unknown (0); a local
+	 * packet comes in through lo. */
+	req.r.id.idiag_sport = htons(dst->port);
+	memcpy(req.r.id.idiag_src, dst->a, dst->v6 ? 16 : 4);
+	req.r.id.idiag_if = lo_index();
+	req.r.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+	req.r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+	r = diag_query(like, &req.nlh, listener_uid, uid);
+	return r == 1 ? 0 : r == 2 || r == 0 ? -ENOENT : r;
 }
 
-int sdp__shm_uid_owns_port(uid_t uid, const struct shm_addr *dst)
+static unsigned overflow_uid(void)
 {
-	static unsigned lo_index;
-	struct tcp_want w = { .dst = dst, .uid = uid };
-	int r;
+	static unsigned cached;
+	unsigned v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+	FILE *f;
 
-	unsigned lo = __atomic_load_n(&lo_index, __ATOMIC_RELAXED);
+	if (v)
+		return v;
+	v = 65534;
+	f = fopen("/proc/sys/kernel/overflowuid", "re");
+	if (f) {
+		if (fscanf(f, "%u", &v) != 1 || !v)
+			v = 65534;
+		fclose(f);
+	}
+	__atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+	return v;
+}
 
-	if (!lo) {
-		lo = if_nametoindex("lo");
-		lo = lo ? lo : 1;
-		__atomic_store_n(&lo_index, lo, __ATOMIC_RELAXED);
-	}
-	w.lo_index = lo;
-	w.family = dst->v6 ? AF_INET6 : AF_INET;
-	r = tcp_owner_in(&w);
-	if (r == 0 && !dst->v6) {	/* a dual-stack IPv6 listener */
-		w.family = AF_INET6;
-		r = tcp_owner_in(&w);
-	}
-	return r;
+/* Is uid the overflow uid of a user namespace that does not map it?  The
+ * map is read only for that uid, which is rare. */
+static bool unmapped_here(uid_t uid)
+{
+	char map[64] = "";
+	bool initial;
+	FILE *f;
+
+	if (uid != overflow_uid())
+		return false;
+	f = fopen("/proc/self/uid_map", "re");
+	if (!f)
+		return true;
+	initial = fgets(map, sizeof(map), f) &&
+		  !strcmp(map, "         0          0 4294967295\n") &&
+		  !fgets(map, sizeof(map), f);
+	fclose(f);
+	return !initial;
+}
+
+static int owns_port(int like, uid_t uid, const struct shm_addr *dst)
+{
+	uid_t owner = (uid_t)-1;
+	int r = port_owner(like, dst, &owner);
+
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	return owner == uid && !unmapped_here(uid);
 }
 
 int sdp__shm_peer_owns_port(int sock, const struct shm_addr *dst)
@@ -266,7 +291,7 @@ int sdp__shm_peer_owns_port(int sock, const struct shm_addr *dst)
 
 	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &uc, &len))
 		return -errno;
-	return sdp__shm_uid_owns_port(uc.uid, dst);
+	return owns_port(sock, uc.uid, dst);
 }
 
 /* ---- the owner of a unix listening name ------------------------------ */
@@ -308,8 +333,11 @@ static int unix_one(const struct nlmsghdr *h, void *arg)
 	return 1;
 }
 
-int sdp__shm_name_owner_uid(const struct sockaddr_un *sun, socklen_t len,
-			    uid_t *uid)
+/* The owner of the listener bound to an abstract name (a dump of the
+ * namespace's listening unix sockets: only for a name whose backlog is
+ * full, which a connect cannot ask). */
+static int name_owner(int like, const struct sockaddr_un *sun, socklen_t len,
+		      uid_t *uid)
 {
 	struct {
 		struct nlmsghdr nlh;
@@ -325,8 +353,19 @@ int sdp__shm_name_owner_uid(const struct sockaddr_un *sun, socklen_t len,
 	req.r.sdiag_family = AF_UNIX;
 	req.r.udiag_states = 1u << TCP_LISTEN;
 	req.r.udiag_show = UDIAG_SHOW_NAME | UDIAG_SHOW_UID;
-	r = diag_query(&req.nlh, unix_one, &w);
+	r = diag_query(like, &req.nlh, unix_one, &w);
 	if (r == 1)
 		*uid = w.uid;
 	return r == 1 ? 0 : r == 0 ? -ENOENT : r;
+}
+
+int sdp__shm_name_owns_port(int like, const struct sockaddr_un *sun,
+			    socklen_t len, const struct shm_addr *dst)
+{
+	uid_t uid = (uid_t)-1;
+	int r = name_owner(like, sun, len, &uid);
+
+	if (r == -ENOENT)
+		return 0;
+	return r < 0 ? r : owns_port(like, uid, dst);
 }

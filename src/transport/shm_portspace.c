@@ -500,16 +500,6 @@ static int renew_socket(int *sock)
 	return 0;
 }
 
-/* Is the listener on this name, whose backlog is full, the port's owner?
- * Then it is worth waiting for; an impostor is not. */
-static bool owner_of_full_name(const struct sockaddr_un *sun, socklen_t len,
-			       const struct shm_addr *dst)
-{
-	uid_t uid;
-
-	return sdp__shm_name_owner_uid(sun, len, &uid) == 0 &&
-	       sdp__shm_uid_owns_port(uid, dst) == 1;
-}
 
 /*
  * Connect *sock to the listener for `dst`: the exact name, the family
@@ -541,7 +531,8 @@ int sdp__shm_name_connect(int *sock, const struct shm_addr *dst)
 			continue;
 		if (errno != EAGAIN)
 			return -errno;
-		if (!owner_of_full_name(&sun, len, dst))
+		/* Full: worth waiting for if its listener owns the port. */
+		if (sdp__shm_name_owns_port(*sock, &sun, len, dst) != 1)
 			continue;
 		/* The owner's backlog is full: wait a little for it, like a
 		 * SYN retransmission would, then give up. */

@@ -14,7 +14,9 @@
 #      with it full; A serves "both": the secret reaches A over TCP at
 #      once, and an explicit SDP connect fails at once (ECONNREFUSED).
 #   3. B listens on TCP in a network namespace of its own (where it owns
-#      every port) and squats on the name here: passed over.
+#      every port) and squats on the name here: passed over.  The client in
+#      a user namespace of its own, where A and B both look like the
+#      overflow uid: B's relay is passed over.
 #   4. A's "both" server on the wildcard; B on the exact name (tried
 #      first): the secret reaches A, over SDP.
 #   5. B's SDP listener first: it holds the kernel TCP port, so A's TCP
@@ -99,6 +101,24 @@ if runuser -u sdpsec-b -- unshare -Urn true 2>/dev/null; then
 else
 	NCHECK=$((NCHECK + 1))
 	echo "ok $NCHECK - netns-owner # SKIP unprivileged users cannot create network namespaces here"
+fi
+
+# ---- 3b. a client in a user namespace of its own ------------------------------
+# There every user the namespace does not map has the same (overflow) uid:
+# B's listener and A's TCP port would look like one owner's.
+if unshare -Ur true 2>/dev/null; then
+	P=$(rand_port)
+	bg a3u as sdpsec-a "${PEERS[@]}" server "$P" "$TMP/a/log"
+	wait_listen "$P" || show "$TMP/a3u.err"
+	Q=$(rand_port)
+	bg b3uq as sdpsec-b "${PRE[@]}" "${PEERS[@]}" server "$Q" "$TMP/b/log" --sdp
+	wait_line "$TMP/b3uq.out" listening || show "$TMP/b3uq.err"
+	bg b3ur as sdpsec-b "${PEERS[@]}" relay "$P" "$Q"
+	wait_line "$TMP/b3ur.out" relaying || show "$TMP/b3ur.err"
+	tmo 20 unshare -Ur "${PRE[@]}" "${PEERS[@]}" client "$P" secret-userns >"$TMP/c3u.out" 2>"$TMP/c3u.err"
+	check "userns-client" "a client in its own user namespace, past B's relay: the secret reached A (reply '$(cat "$TMP/c3u.out")')" \
+		eval 'eq "$(cat "$TMP/c3u.out")" reply:secret-userns && file_has "$TMP/a/log" secret-userns'
+	check "userns-nothing-to-b" "B's listener received nothing" file_lacks "$TMP/b/log" secret-userns
 fi
 
 # ---- 4. A on the wildcard, B on the exact name ------------------------------
