@@ -170,8 +170,6 @@ struct shm_conn_req {
 	struct shm_seg peer;
 	uint64_t peer_base;		/* peer's VA of its segment (probe) */
 	pid_t peer_pid;			/* from SCM_CREDENTIALS, 0 unknown */
-	uid_t peer_uid;			/* likewise, (uid_t)-1 unknown */
-	gid_t peer_gid;			/* likewise, (gid_t)-1 unknown */
 	struct shm_addr src, dst;
 	int is_v6_socket;
 };
@@ -218,8 +216,6 @@ struct shm_qp {
 	struct shm_seg peer;		/* the peer's segment, once known */
 	uint64_t peer_base;
 	pid_t peer_pid;
-	uid_t peer_uid;			/* peer's credentials (SCM_CREDENTIALS): */
-	gid_t peer_gid;			/* a root peer is reached as before */
 	int peer_pidfd;			/* liveness of peer_pid, or -1 */
 	int peer_app_fd;		/* peer's readiness fd (share_app_fd),
 					 * or -1; used and closed only under

@@ -8,9 +8,8 @@
  * Hello (client -> listener) and Accept or Reject (listener -> client).  A
  * Hello or Accept carries, in the same sendmsg, the sender's segment memfd
  * (SCM_RIGHTS) and its credentials (SCM_CREDENTIALS: the kernel verifies the
- * pid, uid and gid, so the pid used for cross-memory attach is the pid of
- * the process that sent the message, not a number the peer chose, and the
- * uid and gid are ids that process holds; shm_creds.c attaches with them).  After the
+ * pid, so the pid used for cross-memory attach is the pid of the process
+ * that sent the message, not a number the peer chose).  After the
  * handshake the connection carries only one-byte doorbells, and its hang-up
  * tells each side that the other is gone.
  *
@@ -365,8 +364,6 @@ static int connect_reply(struct shm_qp *qp, struct sdp_cm_event *ev)
 		return 0;
 	}
 	qp->peer_pid = cred.pid;
-	qp->peer_uid = cred.uid;
-	qp->peer_gid = cred.gid;
 	qp->peer_base = base;
 	sdp__shm_rdma_probe(qp);
 	atomic_store(&qp->state, SHM_ESTABLISHED);

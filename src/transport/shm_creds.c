@@ -18,15 +18,22 @@
  * is reached.  A root process and a peer of another user thus exchange
  * data by copies, never by RDMA (the connection-time probe fails).
  *
+ * A root peer too: it may have changed its ids since its Hello (a daemon
+ * that drops privileges), and the kernel then compares them, as it should;
+ * a root peer that has not is reached as before (same uid, capabilities
+ * within our permitted set).
+ *
  * Nothing else changes for the thread: its ids stay, so no other user may
  * signal it meanwhile, and the capability it gives up for one copy is only
- * ever used by the ptrace check.  If it cannot be taken back the process
- * aborts: it must not go on with capabilities other than its own.
- *
- * A peer running as root (uid 0) is reached without the drop: it holds
- * every right we do.
+ * ever used by the ptrace check.  Every signal is blocked meanwhile (the
+ * raw system call: glibc keeps its own set-id signal out of a mask, and a
+ * setuid() in another thread, which runs in every thread, would clear the
+ * permitted set under us).  If the capability cannot be taken back the
+ * process aborts: it must not go on with capabilities other than its own.
  */
 #include <errno.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -53,18 +60,30 @@ ssize_t sdp__shm_vm_rw(const struct shm_qp *qp, bool write,
 	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
 	const unsigned idx = CAP_TO_INDEX(CAP_SYS_PTRACE);
 	const uint32_t bit = CAP_TO_MASK(CAP_SYS_PTRACE);
+	uint64_t all = ~0ull, old;
 	ssize_t n;
 
 	if (syscall(SYS_capget, &h, d))
 		return -errno;
-	if (!(d[idx].effective & bit) || qp->peer_uid == 0)
+	if (!(d[idx].effective & bit))
 		return vm_call(qp, write, local, nl, remote, nr);
-	d[idx].effective &= ~bit;
-	if (syscall(SYS_capset, &h, d))
+	if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &old, sizeof(all)))
 		return -errno;
+	/* Read again with signals blocked: a set-id change in between. */
+	if (syscall(SYS_capget, &h, d) || !(d[idx].effective & bit)) {
+		n = vm_call(qp, write, local, nl, remote, nr);
+		goto out;
+	}
+	d[idx].effective &= ~bit;
+	if (syscall(SYS_capset, &h, d)) {
+		n = -errno;
+		goto out;
+	}
 	n = vm_call(qp, write, local, nl, remote, nr);
 	d[idx].effective |= bit;
 	if (syscall(SYS_capset, &h, d))
 		abort();
+out:
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, sizeof(old));
 	return n;
 }

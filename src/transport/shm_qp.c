@@ -111,8 +111,6 @@ int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_qp **out)
 	qp->attr = *attr;
 	qp->sock = qp->epfd = qp->evfd = qp->memfd = qp->peer_pidfd = -1;
 	qp->peer_app_fd = -1;
-	qp->peer_uid = (uid_t)-1;
-	qp->peer_gid = (gid_t)-1;
 	qp->app_word = qp->ww_gen = -1;
 	err = seg_create(qp);
 	if (err)
@@ -193,8 +191,6 @@ static int shm_create_qp_from_req(struct sdp_conn_req *sr,
 	qp->peer = r->peer;
 	qp->peer_base = r->peer_base;
 	qp->peer_pid = r->peer_pid;
-	qp->peer_uid = r->peer_uid;
-	qp->peer_gid = r->peer_gid;
 	qp->is_v6_socket = r->is_v6_socket;
 	qp->cm_flags = (uint8_t)attr->cm_flags;
 	sdp__shm_addr_to_sockaddr(&r->dst, r->is_v6_socket, &qp->addr.local,
