@@ -30,6 +30,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <arpa/inet.h>
 #include <time.h>
@@ -145,6 +146,27 @@ static void poke(int pid)
 	close(fd);
 }
 
+/*
+ * Reads and writes of a publisher's mapping go through the kernel
+ * (process_vm_readv/writev on ourselves): a page its owner truncated away,
+ * or a hole tmpfs cannot fill, is then EFAULT rather than SIGBUS.  sdpstat
+ * run by root maps every user's file, and a file's owner may do either.
+ */
+static int safe_read(void *dst, const void *src, size_t n)
+{
+	struct iovec l = { dst, n }, r = { (void *)src, n };
+
+	return process_vm_readv(getpid(), &l, 1, &r, 1, 0) == (ssize_t)n ? 0 : -1;
+}
+
+static int safe_write(void *dst, const void *src, size_t n)
+{
+	struct iovec l = { (void *)src, n }, r = { dst, n };
+
+	return process_vm_writev(getpid(), &l, 1, &r, 1, 0) == (ssize_t)n ?
+		0 : -1;
+}
+
 static int open_pub(const char *name, const struct opts *o,
 		    uint64_t want_ns, struct pub *p)
 {
@@ -152,6 +174,7 @@ static int open_pub(const char *name, const struct opts *o,
 	char *end;
 	long pid;
 	void *m;
+	struct sdp_stat_hdr h;
 	int fd, ok;
 
 	if (strncmp(name, SDP_STAT_PREFIX, strlen(SDP_STAT_PREFIX)))
@@ -190,14 +213,13 @@ static int open_pub(const char *name, const struct opts *o,
 	if (m == MAP_FAILED)
 		return -1;
 	p->hdr = m;
-	ok = __atomic_load_n(&p->hdr->magic, __ATOMIC_ACQUIRE) ==
-		     SDP_STAT_MAGIC &&
-	     p->hdr->version == SDP_STAT_VERSION &&
-	     p->hdr->rec_size == sizeof(struct sdp_stat_rec) &&
-	     p->hdr->hdr_size == sizeof(struct sdp_stat_hdr) &&
-	     p->hdr->pid == pid &&
-	     p->len >= p->hdr->hdr_size +
-			       (size_t)p->hdr->nslots * p->hdr->rec_size;
+	ok = safe_read(&h, m, sizeof(h)) == 0 &&
+	     h.magic == SDP_STAT_MAGIC &&
+	     h.version == SDP_STAT_VERSION &&
+	     h.rec_size == sizeof(struct sdp_stat_rec) &&
+	     h.hdr_size == sizeof(struct sdp_stat_hdr) &&
+	     h.pid == pid &&
+	     p->len >= h.hdr_size + (size_t)h.nslots * h.rec_size;
 	if (stale((int)pid, name, ok)) {
 		unlink(p->path);	/* fails harmlessly if not ours */
 		ok = 0;
@@ -208,12 +230,9 @@ static int open_pub(const char *name, const struct opts *o,
 	}
 	p->asked_ns = mono_ns();
 	if (p->writable) {
-		uint64_t cur = __atomic_load_n(&p->hdr->want_until_ns,
-					       __ATOMIC_RELAXED);
-
-		if (cur < want_ns)
-			__atomic_store_n(&p->hdr->want_until_ns, want_ns,
-					 __ATOMIC_RELAXED);
+		if (h.want_until_ns < want_ns)
+			safe_write(&p->hdr->want_until_ns, &want_ns,
+				   sizeof(want_ns));
 		poke((int)pid);
 	}
 	return 0;
@@ -263,11 +282,15 @@ static void wait_refresh(struct pub *v, size_t n)
 
 	do {
 		pending = 0;
-		for (i = 0; i < n; i++)
+		for (i = 0; i < n; i++) {
+			uint64_t done = UINT64_MAX;
+
 			if (v[i].writable &&
-			    __atomic_load_n(&v[i].hdr->refreshed_ns,
-					    __ATOMIC_ACQUIRE) < v[i].asked_ns)
+			    !safe_read(&done, &v[i].hdr->refreshed_ns,
+				       sizeof(done)) &&
+			    done < v[i].asked_ns)
 				pending++;
+		}
 		if (!pending)
 			return;
 		usleep(2000);
@@ -280,18 +303,19 @@ static int read_rec(const struct sdp_stat_rec *src, struct sdp_stat_rec *dst)
 	int tries;
 
 	for (tries = 0; tries < 1000; tries++) {
-		uint32_t s1 = __atomic_load_n(&src->seq, __ATOMIC_ACQUIRE);
+		uint32_t s1;
 
+		if (safe_read(dst, src, sizeof(*dst)))
+			return -1;
+		s1 = dst->seq;
 		if (s1 & 1) {
 			usleep(10);
 			continue;
 		}
-		memcpy(dst, (const void *)src, sizeof(*dst));
-#ifndef __SANITIZE_THREAD__	/* rejects fences; the writer is another
-				 * process, which it cannot see anyway */
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-#endif
-		if (__atomic_load_n(&src->seq, __ATOMIC_RELAXED) == s1)
+		/* The copy is consistent if seq did not move meanwhile. */
+		if (safe_read(&dst->seq, &src->seq, sizeof(dst->seq)))
+			return -1;
+		if (dst->seq == s1)
 			return 0;
 	}
 	return -1;
@@ -306,11 +330,14 @@ static size_t collect(struct pub *v, size_t n, const struct opts *o,
 
 	for (i = 0; i < n; i++) {
 		const struct sdp_stat_rec *recs = (const void *)
-			((const char *)v[i].hdr + v[i].hdr->hdr_size);
+			((const char *)v[i].hdr + sizeof(struct sdp_stat_hdr));
+		struct sdp_stat_hdr h;
 
-		hw = __atomic_load_n(&v[i].hdr->high_water, __ATOMIC_ACQUIRE);
-		if (hw > v[i].hdr->nslots)
-			hw = v[i].hdr->nslots;
+		if (safe_read(&h, v[i].hdr, sizeof(h)))
+			continue;
+		hw = h.high_water;
+		if (hw > h.nslots)
+			hw = h.nslots;
 		if (hw > v[i].reserved)
 			hw = v[i].reserved;
 		for (s = 0; s < hw; s++) {
@@ -333,7 +360,7 @@ static size_t collect(struct pub *v, size_t n, const struct opts *o,
 				cap = ncap;
 			}
 			r.pid = v[i].pid;
-			memcpy(r.program, v[i].hdr->program, sizeof(r.program));
+			memcpy(r.program, h.program, sizeof(r.program));
 			r.program[sizeof(r.program) - 1] = '\0';
 			r.r.state[sizeof(r.r.state) - 1] = '\0';
 			r.r.transport[sizeof(r.r.transport) - 1] = '\0';
