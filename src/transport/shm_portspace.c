@@ -492,14 +492,14 @@ static int renew_socket(int *sock)
 		return s;
 	close(*sock);
 	*sock = s;
+	/* Lost to someone else meanwhile: no owner was reached. */
 	if (len > offsetof(struct sockaddr_un, sun_path) &&
 	    bind(s, (struct sockaddr *)&sun, len))
-		return -errno;
+		return -ECONNREFUSED;
 	if (setsockopt(s, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)))
 		return -errno;
 	return 0;
 }
-
 
 /*
  * Connect *sock to the listener for `dst`: the exact name, the family
