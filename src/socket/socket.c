@@ -512,6 +512,16 @@ static int sock_connect_start(struct sdp_sock *s,
 	return 0;
 }
 
+static bool sock_is_conn(struct sdp_sock *s)
+{
+	bool conn;
+
+	pthread_mutex_lock(&s->lock);
+	conn = s->kind == SDP_SK_CONN;
+	pthread_mutex_unlock(&s->lock);
+	return conn;
+}
+
 SDP_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	struct sdp_sock *s = sdp_fd_get(fd);
@@ -525,7 +535,11 @@ SDP_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		return sdp_real.connect(fd, sa, len);
 	}
 	sdp_cancel_enter();	/* engine/cancel.h */
-	if (s->switched) {
+	/* The choice of transport is made once, on an unconnected socket: a
+	 * connect() on one that is connecting or connected only reports
+	 * (EALREADY, EISCONN), as the kernel's does, whatever the switch has
+	 * learnt about the destination since. */
+	if (s->switched && !sock_is_conn(s)) {
 		r = sdp_switch_connect(s, fd, sa, len);
 		if (r != 1)
 			goto out;	/* the policy sent it to TCP */

@@ -116,6 +116,7 @@ static const struct {
 	{ "ephemeral_port", t_ephemeral },
 	{ "getsockname_getpeername", t_names },
 	{ "nonblocking_connect", t_nonblock_connect },
+	{ "connect_again_after_change", t_connect_again_after_change },
 	{ "nonblocking_recv_eagain", t_nonblock_recv },
 	{ "msg_peek", t_msg_peek },
 	{ "msg_waitall", t_msg_waitall },

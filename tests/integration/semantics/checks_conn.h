@@ -176,6 +176,53 @@ static int t_nonblock_connect(void)
 	return 0;
 }
 
+/*
+ * connect() on a connected socket is EISCONN, whatever has changed since:
+ * here the switch has learnt meanwhile that the destination (now a plain
+ * TCP listener on the same port) takes TCP only.  The socket stays the
+ * same connection, carried as before.
+ */
+static int t_connect_again_after_change(void)
+{
+	uint16_t port;
+	int l = t_listen(g_domain, g_af, &port, 4);
+	if (l < 0)
+		return -1;
+	acc_t a = { l, -1, 0 };
+	pthread_t th;
+	pthread_create(&th, NULL, acc_thread, &a);
+	int x;
+	NEWSOCK(x);
+	sockaddr_any sa;
+	socklen_t len = make_env_addr(&sa, g_af, port, "SDP_TEST_SERVER_ADDR");
+	SYS(connect(x, &sa.sa, len));
+	pthread_join(th, NULL);
+	CHECK(a.fd >= 0, "accept failed: %s", strerror(a.err));
+	T_TRANSPORT(x);
+	close(l);
+	/* A kernel TCP listener on the port now (the system call: not the
+	 * library's socket()), and a client that finds it. */
+	int raw = (int)syscall(SYS_socket, g_af, SOCK_STREAM, 0), one = 1;
+	CHECK(raw >= 0, "socket: %s", strerror(errno));
+	setsockopt(raw, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	SYS(bind(raw, &sa.sa, len));
+	SYS(listen(raw, 4));
+	int y;
+	NEWSOCK(y);
+	(void)connect(y, &sa.sa, len);	/* SDP refused, TCP answers */
+	EXPECT_ERR(connect(x, &sa.sa, len), EISCONN);
+	T_TRANSPORT(x);
+	WRITEN(x, "k", 1);
+	char c = 0;
+	READN(a.fd, &c, 1);
+	CHECK(c == 'k', "the byte did not reach the accepted side");
+	close(y);
+	close(raw);
+	close(x);
+	close(a.fd);
+	return 0;
+}
+
 static int t_nonblock_recv(void)
 {
 	int c, s;
