@@ -205,7 +205,8 @@ static int sock_bind_locked(struct sdp_sock *s, const struct sockaddr_storage *a
 
 	if (s->kind != SDP_SK_NEW)
 		return -EINVAL;
-	r = sdp_tp_default()->bind((const struct sockaddr *)a, len, &l);
+	r = sdp_tp_bind(sdp_tp_default(), (const struct sockaddr *)a, len,
+			s->v6only ? SDP_BIND_V6ONLY : 0, &l);
 	s->last_bind_err = r;
 	if (r < 0)
 		return r;

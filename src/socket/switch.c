@@ -314,12 +314,11 @@ static int shadow_addr(struct sdp_sock *s, struct sockaddr_storage *ss,
 static int sdp_bind_locked(struct sdp_sock *s, const struct sockaddr *sa,
 			   socklen_t len)
 {
-	const struct sdp_transport_ops *ops = sdp_tp_default();
+	unsigned flags = SDP_BIND_TCP_HELD | (s->v6only ? SDP_BIND_V6ONLY : 0);
 	struct sdp_listener *l = NULL;
 	int r;
 
-	r = ops->bind_tcp_held ? ops->bind_tcp_held(sa, len, &l) :
-				 ops->bind(sa, len, &l);
+	r = sdp_tp_bind(sdp_tp_default(), sa, len, flags, &l);
 	s->last_bind_err = r;
 	if (r < 0)
 		return r;

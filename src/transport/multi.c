@@ -93,15 +93,14 @@ static uint16_t sa_port(const struct sockaddr *sa)
 }
 
 static int multi_bind_once(const struct sockaddr *addr, socklen_t len,
-			   bool tcp_held, struct multi_listener *ml)
+			   unsigned flags, struct multi_listener *ml)
 {
 	const struct sdp_transport_ops *v = verbs_ops();
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	int r;
 
-	r = tcp_held ? SHM->bind_tcp_held(addr, len, &ml->shm) :
-		       SHM->bind(addr, len, &ml->shm);
+	r = sdp_tp_bind(SHM, addr, len, flags, &ml->shm);
 	if (r < 0 || !v)
 		return r;
 	/* The same address and the port shm got, on the RDMA CM too. */
@@ -118,8 +117,8 @@ static int multi_bind_once(const struct sockaddr *addr, socklen_t len,
 	return 0;	/* not an RDMA address: shm only */
 }
 
-static int bind_either(const struct sockaddr *addr, socklen_t len,
-		       bool tcp_held, struct sdp_listener **out)
+static int multi_bind_flags(const struct sockaddr *addr, socklen_t len,
+			    unsigned flags, struct sdp_listener **out)
 {
 	struct multi_listener *ml;
 	int r, i;
@@ -134,7 +133,7 @@ static int bind_either(const struct sockaddr *addr, socklen_t len,
 		return -errno;
 	}
 	for (i = 0; i < MULTI_BIND_TRIES; i++) {
-		r = multi_bind_once(addr, len, tcp_held, ml);
+		r = multi_bind_once(addr, len, flags, ml);
 		/* An ephemeral port free for shm but taken on the RDMA CM:
 		 * try another one. */
 		if (r != -EADDRINUSE || sa_port(addr) != 0)
@@ -152,13 +151,7 @@ static int bind_either(const struct sockaddr *addr, socklen_t len,
 static int multi_bind(const struct sockaddr *addr, socklen_t len,
 		      struct sdp_listener **out)
 {
-	return bind_either(addr, len, false, out);
-}
-
-static int multi_bind_tcp_held(const struct sockaddr *addr, socklen_t len,
-			       struct sdp_listener **out)
-{
-	return bind_either(addr, len, true, out);
+	return multi_bind_flags(addr, len, 0, out);
 }
 
 static int multi_set_tcp_claim(struct sdp_listener *l, int fd)
@@ -319,7 +312,7 @@ static int multi_create_qp(const struct sdp_qp_attr *attr, struct sdp_qp **out)
 
 static struct sdp_transport_ops multi_ops = {
 	.bind = multi_bind,
-	.bind_tcp_held = multi_bind_tcp_held,
+	.bind_flags = multi_bind_flags,
 	.set_tcp_claim = multi_set_tcp_claim,
 	.bound_addr = multi_bound_addr,
 	.listen = multi_listen,

@@ -159,6 +159,7 @@ struct shm_listener {
 	int epfd;			/* listener_fd: sock + pending conns */
 	int claim;			/* kernel TCP socket holding the port
 					 * (shm_owner.c), or -1 */
+	bool v6only;			/* IPv6 wildcard taking no IPv4 */
 	bool listening;
 	struct shm_pending *pending;	/* accepted, Hello not read yet */
 	int npending;
@@ -270,14 +271,14 @@ bool sdp__shm_addr_is_any(const struct shm_addr *a);
 int sdp__shm_addr_is_local(const struct shm_addr *a);
 int sdp__shm_name_connect(int *sock, const struct shm_addr *dst);
 int sdp__shm_name_parse(const char *path, size_t len, struct shm_addr *a);
-/* claim_tcp: also take the kernel TCP port (the listener's proof). */
+/* flags: SDP_BIND_* (transport.h). */
 int sdp__shm_bind_addr(const struct shm_addr *a, int is_v6_socket,
-		       bool claim_tcp, struct shm_listener **out);
+		       unsigned flags, struct shm_listener **out);
 void sdp__shm_listener_free(struct shm_listener *l);
 int sdp__shm_bind(const struct sockaddr *addr, socklen_t len,
 		  struct sdp_listener **out);
-int sdp__shm_bind_tcp_held(const struct sockaddr *addr, socklen_t len,
-			   struct sdp_listener **out);
+int sdp__shm_bind_flags(const struct sockaddr *addr, socklen_t len,
+			unsigned flags, struct sdp_listener **out);
 int sdp__shm_set_tcp_claim(struct sdp_listener *l, int fd);
 /* Reset the TCP connections the claim took (an SDP-only port). */
 void sdp__shm_claim_reset_clients(struct shm_listener *l);

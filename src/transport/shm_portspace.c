@@ -179,7 +179,14 @@ int sdp__shm_addr_is_local(const struct shm_addr *a)
 
 /* ---- names --------------------------------------------------------------- */
 
-static socklen_t name_make(const struct shm_addr *a, bool any,
+/* Which name of an address: its own, its family's wildcard, or the IPv6
+ * wildcard of a listener that takes no IPv4 (IPV6_V6ONLY: a name of its
+ * own, so that it shares its port with an IPv4 wildcard as over TCP). */
+enum name_kind { NAME_EXACT, NAME_ANY, NAME_ANY_V6ONLY };
+
+#define NAME_V6ONLY "any-v6only"
+
+static socklen_t name_make(const struct shm_addr *a, enum name_kind kind,
 			   struct sockaddr_un *sun)
 {
 	char ip[INET6_ADDRSTRLEN];
@@ -187,7 +194,9 @@ static socklen_t name_make(const struct shm_addr *a, bool any,
 
 	memset(sun, 0, sizeof(*sun));
 	sun->sun_family = AF_UNIX;
-	if (any || sdp__shm_addr_is_any(a))
+	if (kind == NAME_ANY_V6ONLY)
+		strcpy(ip, NAME_V6ONLY);
+	else if (kind == NAME_ANY || sdp__shm_addr_is_any(a))
 		strcpy(ip, "any");
 	else
 		inet_ntop(a->v6 ? AF_INET6 : AF_INET, a->a, ip, sizeof(ip));
@@ -221,7 +230,7 @@ int sdp__shm_name_parse(const char *path, size_t len, struct shm_addr *a)
 	if (*end || end == port || p > 65535)
 		return -EINVAL;
 	a->port = (uint16_t)p;
-	if (!strcmp(ip, "any"))
+	if (!strcmp(ip, "any") || (a->v6 && !strcmp(ip, NAME_V6ONLY)))
 		return 0;
 	return inet_pton(a->v6 ? AF_INET6 : AF_INET, ip, a->a) == 1 ? 0 : -EINVAL;
 }
@@ -234,11 +243,11 @@ static int unix_socket(void)
 	return s < 0 ? -errno : s;
 }
 
-/* 1 if someone holds the name of `a` (any = its wildcard), else 0. */
-static int name_taken(const struct shm_addr *a, bool any)
+/* 1 if someone holds that name of `a`, else 0. */
+static int name_taken(const struct shm_addr *a, enum name_kind kind)
 {
 	struct sockaddr_un sun;
-	socklen_t len = name_make(a, any, &sun);
+	socklen_t len = name_make(a, kind, &sun);
 	int s = unix_socket(), taken;
 
 	if (s < 0)
@@ -248,25 +257,38 @@ static int name_taken(const struct shm_addr *a, bool any)
 	return taken;
 }
 
-static bool conflicts(const struct shm_addr *a)
+/*
+ * Does a bound name conflict with ours, as TCP binds would?  A specific
+ * address conflicts with its family's wildcards and, for IPv4, with a
+ * dual-stack IPv6 wildcard; a wildcard with every specific address of its
+ * families and with the other family's dual-stack (or, being one, every)
+ * wildcard.  An IPv6-only wildcard leaves IPv4 alone.
+ */
+static bool conflicts(const struct shm_addr *a, bool v6only)
 {
 	struct shm_addr other = *a, list[64];
 	int n;
 
 	if (!sdp__shm_addr_is_any(a)) {
-		if (name_taken(a, true))
+		if (name_taken(a, NAME_ANY))
 			return true;
+		if (a->v6)
+			return name_taken(a, NAME_ANY_V6ONLY);
 		other.v6 = 1;	/* the dual-stack IPv6 wildcard */
-		return !a->v6 && name_taken(&other, true);
+		return name_taken(&other, NAME_ANY);
 	}
-	other.v6 = !a->v6;
-	if (name_taken(&other, true))
+	if (a->v6 && name_taken(a, v6only ? NAME_ANY : NAME_ANY_V6ONLY))
 		return true;
-	for (int fam = 0; fam <= a->v6; fam++) {
+	if (!(a->v6 && v6only)) {
+		other.v6 = !a->v6;
+		if (name_taken(&other, NAME_ANY))
+			return true;
+	}
+	for (int fam = a->v6 && v6only ? 1 : 0; fam <= a->v6; fam++) {
 		n = local_addrs(fam, list, 64);
 		for (int i = 0; i < n; i++) {
 			list[i].port = a->port;
-			if (name_taken(&list[i], false))
+			if (name_taken(&list[i], NAME_EXACT))
 				return true;
 		}
 	}
@@ -274,10 +296,11 @@ static bool conflicts(const struct shm_addr *a)
 }
 
 /* A new socket bound to the name of `a` (port != 0), or -errno. */
-static int bind_exact(const struct shm_addr *a)
+static int bind_exact(const struct shm_addr *a, bool v6only)
 {
 	struct sockaddr_un sun;
-	socklen_t len = name_make(a, false, &sun);
+	socklen_t len = name_make(a, v6only && a->v6 && sdp__shm_addr_is_any(a) ?
+				  NAME_ANY_V6ONLY : NAME_EXACT, &sun);
 	int s = unix_socket();
 
 	if (s < 0)
@@ -288,7 +311,7 @@ static int bind_exact(const struct shm_addr *a)
 		close(s);
 		return err;
 	}
-	if (conflicts(a)) {
+	if (conflicts(a, v6only)) {
 		close(s);
 		return -EADDRINUSE;
 	}
@@ -345,7 +368,7 @@ static int bind_ephemeral(struct shm_addr *a)
 		int s;
 
 		a->port = (uint16_t)(lo + (start + i) % span);
-		s = bind_exact(a);
+		s = bind_exact(a, false);
 		if (s != -EADDRINUSE)
 			return s;
 	}
@@ -360,11 +383,11 @@ static int bind_ephemeral(struct shm_addr *a)
  * ports) become SDP's.  TCP clients that reach it are reset: the port serves
  * SDP only.  Its bind fails as a TCP server's would.
  */
-static int claim_take(struct shm_addr *a)
+static int claim_take(struct shm_addr *a, bool v6only)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
-	int fam = a->v6 ? AF_INET6 : AF_INET, one = 1, zero = 0, s, err;
+	int fam = a->v6 ? AF_INET6 : AF_INET, one = 1, only = v6only, s, err;
 
 	/* The system call itself: socket() is the switch's, which would make
 	 * this an SDP socket in turn. */
@@ -374,8 +397,8 @@ static int claim_take(struct shm_addr *a)
 	if (s < 0)
 		return -errno;
 	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (a->v6)	/* a wildcard takes IPv4 too, as its name does */
-		setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+	if (a->v6)	/* a wildcard takes IPv4 too, as its name says */
+		setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &only, sizeof(only));
 	sdp__shm_addr_to_sockaddr(a, a->v6, &ss, &len);
 	if (bind(s, (struct sockaddr *)&ss, len))
 		goto fail;
@@ -395,17 +418,17 @@ fail:
 /* The port from the kernel's TCP port space, then its name; a few tries
  * when the name of a free TCP port is taken (by a squatter: it cannot be
  * a listener, which would hold the TCP port). */
-static int bind_claimed(struct shm_addr *a, int *claim)
+static int bind_claimed(struct shm_addr *a, bool v6only, int *claim)
 {
 	uint16_t want = a->port;
 	int s = -EADDRINUSE;
 
 	for (int tries = 0; tries < 16 && s == -EADDRINUSE; tries++) {
 		a->port = want;
-		*claim = claim_take(a);
+		*claim = claim_take(a, v6only);
 		if (*claim < 0)
 			return *claim;
-		s = bind_exact(a);
+		s = bind_exact(a, v6only);
 		if (s < 0) {
 			close(*claim);
 			*claim = -1;
@@ -417,8 +440,9 @@ static int bind_claimed(struct shm_addr *a, int *claim)
 }
 
 int sdp__shm_bind_addr(const struct shm_addr *a, int is_v6_socket,
-		       bool claim_tcp, struct shm_listener **out)
+		       unsigned flags, struct shm_listener **out)
 {
+	const bool v6only = flags & SDP_BIND_V6ONLY;
 	struct shm_listener *l = calloc(1, sizeof(*l));
 	int s;
 
@@ -429,10 +453,12 @@ int sdp__shm_bind_addr(const struct shm_addr *a, int is_v6_socket,
 	l->is_v6_socket = is_v6_socket;
 	l->epfd = -1;
 	l->claim = -1;
-	if (claim_tcp)
-		s = bind_claimed(&l->addr, &l->claim);
+	l->v6only = v6only && a->v6;
+	if (!(flags & SDP_BIND_TCP_HELD))
+		s = bind_claimed(&l->addr, v6only, &l->claim);
 	else
-		s = a->port ? bind_exact(&l->addr) : bind_ephemeral(&l->addr);
+		s = a->port ? bind_exact(&l->addr, v6only) :
+			      bind_ephemeral(&l->addr);
 	if (s < 0) {
 		free(l);
 		return s;
@@ -503,20 +529,23 @@ static int renew_socket(int *sock)
 
 /*
  * Connect *sock to the listener for `dst`: the exact name, the family
- * wildcard, and for IPv4 the dual-stack IPv6 wildcard, skipping any whose
+ * wildcard, then for IPv4 the dual-stack IPv6 wildcard and for IPv6 the
+ * IPv6-only one, skipping any whose
  * listener does not own the TCP port (shm_owner.c).  An impostor costs one
  * connect and one kernel query, never a wait.  -ECONNREFUSED if no owner
  * listens.
  */
 int sdp__shm_name_connect(int *sock, const struct shm_addr *dst)
 {
+	static const enum name_kind kind[3] = { NAME_EXACT, NAME_ANY, NAME_ANY };
 	struct shm_addr cand[3] = { *dst, *dst, *dst };
-	int ncand = dst->v6 ? 2 : 3, err;
+	int err;
 
 	cand[2].v6 = 1;
-	for (int i = 0; i < ncand; i++) {
+	for (int i = 0; i < 3; i++) {
 		struct sockaddr_un sun;
-		socklen_t len = name_make(&cand[i], i > 0, &sun);
+		socklen_t len = name_make(&cand[i], dst->v6 && i == 2 ?
+					  NAME_ANY_V6ONLY : kind[i], &sun);
 
 		if (!connect(*sock, (struct sockaddr *)&sun, len)) {
 			err = sdp__shm_peer_owns_port(*sock, dst);
@@ -545,8 +574,8 @@ int sdp__shm_name_connect(int *sock, const struct shm_addr *dst)
 
 /* ---- listener ops -------------------------------------------------------- */
 
-static int shm_bind(const struct sockaddr *sa, socklen_t len, bool claim_tcp,
-		    struct sdp_listener **out)
+int sdp__shm_bind_flags(const struct sockaddr *sa, socklen_t len,
+			unsigned flags, struct sdp_listener **out)
 {
 	struct shm_listener *l;
 	struct shm_addr a;
@@ -557,7 +586,7 @@ static int shm_bind(const struct sockaddr *sa, socklen_t len, bool claim_tcp,
 		return err;
 	if (!sdp__shm_addr_is_local(&a))
 		return -EADDRNOTAVAIL;
-	err = sdp__shm_bind_addr(&a, is_v6, claim_tcp, &l);
+	err = sdp__shm_bind_addr(&a, is_v6, flags, &l);
 	if (err)
 		return err;
 	*out = (struct sdp_listener *)l;
@@ -567,13 +596,7 @@ static int shm_bind(const struct sockaddr *sa, socklen_t len, bool claim_tcp,
 int sdp__shm_bind(const struct sockaddr *sa, socklen_t len,
 		  struct sdp_listener **out)
 {
-	return shm_bind(sa, len, true, out);
-}
-
-int sdp__shm_bind_tcp_held(const struct sockaddr *sa, socklen_t len,
-			   struct sdp_listener **out)
-{
-	return shm_bind(sa, len, false, out);
+	return sdp__shm_bind_flags(sa, len, 0, out);
 }
 
 int sdp__shm_set_tcp_claim(struct sdp_listener *sl, int fd)

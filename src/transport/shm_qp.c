@@ -676,7 +676,7 @@ static int shm_poll_cq(struct sdp_qp *sq, struct sdp_wc *wc, int max)
 
 const struct sdp_transport_ops sdp__shm_ops = {
 	.bind = sdp__shm_bind,
-	.bind_tcp_held = sdp__shm_bind_tcp_held,
+	.bind_flags = sdp__shm_bind_flags,
 	.set_tcp_claim = sdp__shm_set_tcp_claim,
 	.bound_addr = sdp__shm_bound_addr,
 	.listen = sdp__shm_listen,

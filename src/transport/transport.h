@@ -204,16 +204,23 @@ struct sdp_cm_event {
  *   or event arrives; req_notify returns 1 when work is already pending (poll
  *   again instead of sleeping).  ack_events(qp) drains the fd.
  */
+/*
+ * Flags of bind_flags().  SDP_BIND_TCP_HELD: the caller holds the kernel TCP
+ * port at this address itself (a "both" socket's TCP side); without it shm
+ * takes that port as a claim, the proof of ownership its clients check
+ * (shm_owner.c).  SDP_BIND_V6ONLY: an IPv6 wildcard that takes no IPv4
+ * (IPV6_V6ONLY), so that it shares its port with an IPv4 listener.
+ */
+#define SDP_BIND_TCP_HELD	0x1u
+#define SDP_BIND_V6ONLY		0x2u
+
 struct sdp_transport_ops {
 	/* Port space (SDP's own, per network namespace). */
 	int (*bind)(const struct sockaddr *addr, socklen_t len,
 		    struct sdp_listener **out);
-	/* bind() for a caller that holds the kernel TCP port at this address
-	 * itself (a "both" socket's TCP side).  Without it (NULL), bind() is
-	 * used; shm's bind() otherwise takes that TCP port as a claim, the
-	 * proof of ownership its clients check (shm_owner.c). */
-	int (*bind_tcp_held)(const struct sockaddr *addr, socklen_t len,
-			     struct sdp_listener **out);
+	/* bind() with SDP_BIND_* flags; NULL: bind() serves, flags unused. */
+	int (*bind_flags)(const struct sockaddr *addr, socklen_t len,
+			  unsigned flags, struct sdp_listener **out);
 	/* Such a caller that serves SDP only hands its TCP socket, bound to
 	 * the listener's address, over as the claim before listen(); the
 	 * listener owns it from then on (closes it, even on failure). */
@@ -403,6 +410,15 @@ static inline int sdp_tp_wait_rdma(struct sdp_qp *qp, uint32_t seq,
 static inline int sdp_poll_cq(struct sdp_qp *qp, struct sdp_wc *wc, int max)
 {
 	return SDP_TP(qp)->poll_cq(qp, wc, max);
+}
+
+/* bind(), with flags where the transport takes them. */
+static inline int sdp_tp_bind(const struct sdp_transport_ops *ops,
+			      const struct sockaddr *sa, socklen_t len,
+			      unsigned flags, struct sdp_listener **out)
+{
+	return ops->bind_flags ? ops->bind_flags(sa, len, flags, out) :
+				 ops->bind(sa, len, out);
 }
 
 #endif /* SDP_TRANSPORT_H */

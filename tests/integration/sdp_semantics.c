@@ -113,6 +113,7 @@ static const struct {
 	{ "socket_type_and_unconnected_errors", t_socket_type },
 	{ "econnrefused", t_econnrefused },
 	{ "eaddrinuse_double_bind", t_eaddrinuse },
+	{ "dual_stack_v6only", t_dual_stack_v6only },
 	{ "ephemeral_port", t_ephemeral },
 	{ "getsockname_getpeername", t_names },
 	{ "nonblocking_connect", t_nonblock_connect },

@@ -87,6 +87,57 @@ static int t_eaddrinuse(void)
 	return 0;
 }
 
+/* A server with one IPv4 and one IPv6-only listener on the same port
+ * (sshd, nginx): both listen, and each family's client reaches its own,
+ * carried as the run claims. */
+static int t_dual_stack_v6only(void)
+{
+	int d4 = g_domain == AF_INET6 ? AF_INET :
+		 g_domain == AF_INET6_SDP ? AF_INET_SDP : g_domain;
+	int d6 = d4 == AF_INET ? AF_INET6 : AF_INET6_SDP;
+	int one = 1, l4, l6, c, s;
+	sockaddr_any a;
+	socklen_t len;
+
+	l4 = socket(d4, SOCK_STREAM, 0);
+	l6 = socket(d6, SOCK_STREAM, 0);
+	CHECK(l4 >= 0 && l6 >= 0, "socket: %s", strerror(errno));
+	SYS(setsockopt(l6, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one));
+	len = make_loopback(&a, AF_INET, 0);
+	memset(&a.in.sin_addr, 0, sizeof a.in.sin_addr);	/* 0.0.0.0 */
+	SYS(bind(l4, &a.sa, len));
+	SYS(listen(l4, 4));
+	len = sizeof a;
+	SYS(getsockname(l4, &a.sa, &len));
+	uint16_t port = addr_port(&a);
+	len = make_loopback(&a, AF_INET6, port);
+	memset(&a.in6.sin6_addr, 0, sizeof a.in6.sin6_addr);	/* :: */
+	SYS(bind(l6, &a.sa, len));
+	SYS(listen(l6, 4));
+	for (int fam = 0; fam < 2; fam++) {
+		int l = fam ? l6 : l4;
+
+		c = socket(fam ? d6 : d4, SOCK_STREAM, 0);
+		CHECK(c >= 0, "socket: %s", strerror(errno));
+		len = make_loopback(&a, fam ? AF_INET6 : AF_INET, port);
+		SYS(connect(c, &a.sa, len));
+		s = accept(l, NULL, NULL);
+		CHECK(s >= 0, "accept on the %s listener: %s", fam ? "IPv6" : "IPv4",
+		      strerror(errno));
+		T_TRANSPORT(c);
+		T_TRANSPORT(s);
+		WRITEN(c, "d", 1);
+		char b = 0;
+		READN(s, &b, 1);
+		CHECK(b == 'd', "wrong byte");
+		close(c);
+		close(s);
+	}
+	close(l4);
+	close(l6);
+	return 0;
+}
+
 static int t_ephemeral(void)
 {
 	int fd;
