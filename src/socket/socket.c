@@ -187,14 +187,60 @@ int sdp_sock_addr_in(const struct sdp_sock *s, const struct sockaddr *sa,
 			return -EINVAL;
 		memcpy(out, sa, sizeof(struct sockaddr_in6));
 		*outlen = sizeof(struct sockaddr_in6);
-	} else if (fam == AF_INET && s->family == AF_INET6) {
-		/* An IPv6 SDP socket given an IPv4 address: as Linux. */
-		return -EAFNOSUPPORT;
+	} else if (fam == AF_INET6 && !s->switched) {
+		/* An IPv4 SDP socket given an IPv6 address (sdp_sock_ofed_family
+		 * made it IPv6 unless the address is v4-mapped): its IPv4 one. */
+		const struct sockaddr_in6 *sin6 = (const void *)sa;
+		struct sockaddr_in *sin = (void *)out;
+
+		if (len < sizeof(*sin6) ||
+		    !IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr))
+			return -EAFNOSUPPORT;
+		sin->sin_port = sin6->sin6_port;
+		memcpy(&sin->sin_addr, sin6->sin6_addr.s6_addr + 12, 4);
+		*outlen = sizeof(*sin);
+		fam = AF_INET;
+	} else if (fam == AF_INET && !s->switched && !s->v6only) {
+		/* An IPv6 SDP socket given an IPv4 address: its v4-mapped
+		 * form, as the OFED SDP stack took it. */
+		const struct sockaddr_in *sin = (const void *)sa;
+		struct sockaddr_in6 *sin6 = (void *)out;
+
+		if (len < sizeof(*sin))
+			return -EINVAL;
+		sin6->sin6_port = sin->sin_port;
+		sin6->sin6_addr.s6_addr[10] = sin6->sin6_addr.s6_addr[11] = 0xff;
+		memcpy(sin6->sin6_addr.s6_addr + 12, &sin->sin_addr, 4);
+		*outlen = sizeof(*sin6);
+		fam = AF_INET6;
 	} else {
 		return -EAFNOSUPPORT;
 	}
 	out->ss_family = (sa_family_t)fam;
 	return 0;
+}
+
+/*
+ * The OFED SDP stack let an AF_INET_SDP socket take IPv6 addresses as well,
+ * so programs written for it make any getaddrinfo() result an SDP socket by
+ * changing only the family.  Given a (not v4-mapped) IPv6 address before it
+ * is bound or connected, an explicit IPv4 SDP socket becomes an IPv6 one,
+ * dual-stack, as if created with AF_INET6_SDP.  Sockets of the switch keep
+ * the kernel's rules.
+ */
+static void sdp_sock_ofed_family(struct sdp_sock *s, const struct sockaddr *sa,
+				 socklen_t len)
+{
+	const struct sockaddr_in6 *sin6 = (const void *)sa;
+
+	if (s->switched || !sa || len < sizeof(*sin6) ||
+	    (sa->sa_family != AF_INET6 && sa->sa_family != AF_INET6_SDP) ||
+	    IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr))
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (s->kind == SDP_SK_NEW && s->family == AF_INET)
+		s->family = AF_INET6;
+	pthread_mutex_unlock(&s->lock);
 }
 
 static int sock_bind_locked(struct sdp_sock *s, const struct sockaddr_storage *a,
@@ -233,6 +279,7 @@ SDP_EXPORT int bind(int fd, const struct sockaddr *sa, socklen_t len)
 		sdp_sock_put(s);
 		return sdp_ret(r);
 	}
+	sdp_sock_ofed_family(s, sa, len);
 	r = sdp_sock_addr_in(s, sa, len, &a, &alen);
 	if (r == 0) {
 		pthread_mutex_lock(&s->lock);
@@ -545,6 +592,7 @@ SDP_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		if (r != 1)
 			goto out;	/* the policy sent it to TCP */
 	}
+	sdp_sock_ofed_family(s, sa, len);
 	r = sdp_sock_addr_in(s, sa, len, &a, &alen);
 	if (r < 0)
 		goto out;

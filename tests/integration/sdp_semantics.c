@@ -114,6 +114,7 @@ static const struct {
 	{ "econnrefused", t_econnrefused },
 	{ "eaddrinuse_double_bind", t_eaddrinuse },
 	{ "dual_stack_v6only", t_dual_stack_v6only },
+	{ "other_family_address", t_other_family_address },
 	{ "ephemeral_port", t_ephemeral },
 	{ "getsockname_getpeername", t_names },
 	{ "nonblocking_connect", t_nonblock_connect },

@@ -138,6 +138,61 @@ static int t_dual_stack_v6only(void)
 	return 0;
 }
 
+/*
+ * Addresses of the other family.  Kernel TCP: an IPv4 socket refuses an
+ * IPv6 address (EAFNOSUPPORT).  An explicit SDP socket takes both, as the
+ * OFED SDP stack did (programs for it turn any getaddrinfo() result into an
+ * SDP socket by changing only the family): AF_INET_SDP bound to "::" is a
+ * dual-stack IPv6 listener that IPv4 clients reach; an IPv4 address given
+ * to an IPv6 SDP socket is its v4-mapped form.
+ */
+static int t_other_family_address(void)
+{
+	const int explicit_sdp = g_domain == AF_INET_SDP || g_domain == AF_INET6_SDP;
+	int d4 = g_domain == AF_INET6 ? AF_INET :
+		 g_domain == AF_INET6_SDP ? AF_INET_SDP : g_domain;
+	int d6 = d4 == AF_INET ? AF_INET6 : AF_INET6_SDP;
+	sockaddr_any a;
+	socklen_t len;
+	int l, c, s;
+
+	l = socket(d4, SOCK_STREAM, 0);
+	CHECK(l >= 0, "socket: %s", strerror(errno));
+	len = make_loopback(&a, AF_INET6, 0);
+	memset(&a.in6.sin6_addr, 0, sizeof a.in6.sin6_addr);	/* :: */
+	if (!explicit_sdp) {
+		EXPECT_ERR(bind(l, &a.sa, len), EAFNOSUPPORT);
+		close(l);
+		return 0;
+	}
+	SYS(bind(l, &a.sa, len));
+	SYS(listen(l, 4));
+	len = sizeof a;
+	SYS(getsockname(l, &a.sa, &len));
+	CHECK(a.sa.sa_family == AF_INET6, "getsockname family %d, expected AF_INET6",
+	      a.sa.sa_family);
+	uint16_t port = addr_port(&a);
+	for (int fam = 0; fam < 2; fam++) {
+		/* an IPv4 client, then an IPv6 SDP socket given an IPv4 address */
+		c = socket(fam ? d6 : d4, SOCK_STREAM, 0);
+		CHECK(c >= 0, "socket: %s", strerror(errno));
+		len = make_loopback(&a, AF_INET, port);
+		SYS(connect(c, &a.sa, len));
+		s = accept(l, NULL, NULL);
+		CHECK(s >= 0, "accept: %s", strerror(errno));
+		T_TRANSPORT(c);
+		T_TRANSPORT(s);
+		WRITEN(c, "o", 1);
+		char b = 0;
+		READN(s, &b, 1);
+		CHECK(b == 'o', "wrong byte");
+		close(c);
+		close(s);
+	}
+	close(l);
+	return 0;
+}
+
 static int t_ephemeral(void)
 {
 	int fd;
