@@ -24,6 +24,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stddef.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,8 @@ struct opts {
 	int all;		/* -a */
 	int json;
 	double interval;	/* -i; 0 = once */
+	int by_user;		/* -u */
+	uid_t uid;
 };
 
 struct pub {
@@ -54,12 +57,14 @@ struct pub {
 	struct sdp_stat_hdr *hdr;
 	size_t len;
 	uint32_t reserved;	/* records backed by reserved pages */
+	uid_t uid;		/* the file's owner: the publisher's user */
 	int writable;
 	uint64_t asked_ns;
 };
 
 struct row {
 	int pid;
+	uid_t uid;
 	char program[64];
 	struct sdp_stat_rec r;
 };
@@ -72,14 +77,44 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* A user name or number. */
+static int user_arg(const char *s, uid_t *uid)
+{
+	struct passwd *pw = getpwnam(s);
+	char *end;
+	unsigned long v;
+
+	if (pw) {
+		*uid = pw->pw_uid;
+		return 0;
+	}
+	v = strtoul(s, &end, 10);
+	if (!*s || *end || v > (uid_t)-2)
+		return -1;
+	*uid = (uid_t)v;
+	return 0;
+}
+
+static const char *user_name(uid_t uid, char *buf, size_t len)
+{
+	struct passwd *pw = getpwuid(uid);
+
+	if (pw)
+		snprintf(buf, len, "%.31s", pw->pw_name);
+	else
+		snprintf(buf, len, "%u", (unsigned)uid);
+	return buf;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sdpstat [-l | -a] [-p PID] [--json] [-i SECS]\n"
+		"usage: sdpstat [-l | -a] [-p PID] [-u USER] [--json] [-i SECS]\n"
 		"List the SDP sockets of all processes on this host (those\n"
 		"you may see: your own, or all as root).\n"
 		"\n"
 		"  -p, --pid PID       only process PID\n"
+		"  -u, --user USER     only the processes of USER (name or uid)\n"
 		"  -l, --listening     only listening sockets\n"
 		"  -a, --all           listening and connected sockets\n"
 		"                      (default: connected only)\n"
@@ -87,7 +122,8 @@ static void usage(FILE *f)
 		"  -i, --interval SECS repeat every SECS seconds (live view)\n"
 		"  -h, --help          this text\n"
 		"\n"
-		"Columns: CREDITS is tx/peer: sends we may still make, and the\n"
+		"Columns: USER owns the process (its statistics file).\n"
+		"CREDITS is tx/peer: sends we may still make, and the\n"
 		"receive buffers the peer last heard we had posted.  REASON says\n"
 		"why a socket is on TCP, or why a connection was reset.\n");
 }
@@ -203,6 +239,11 @@ static int open_pub(const char *name, const struct opts *o,
 		close(fd);
 		return -1;
 	}
+	if (o->by_user && st.st_uid != o->uid) {
+		close(fd);
+		return -1;
+	}
+	p->uid = st.st_uid;
 	p->len = (size_t)st.st_size;
 	p->reserved = (uint32_t)(((size_t)st.st_blocks * 512 -
 				  sizeof(struct sdp_stat_hdr)) /
@@ -360,6 +401,7 @@ static size_t collect(struct pub *v, size_t n, const struct opts *o,
 				cap = ncap;
 			}
 			r.pid = v[i].pid;
+			r.uid = v[i].uid;
 			memcpy(r.program, h.program, sizeof(r.program));
 			r.program[sizeof(r.program) - 1] = '\0';
 			r.r.state[sizeof(r.r.state) - 1] = '\0';
@@ -410,15 +452,17 @@ static void json_str(const char *s)
 
 static void print_json(const struct row *rows, size_t n)
 {
-	char la[64], ra[64];
+	char la[64], ra[64], ub[40];
 	size_t i;
 
 	printf("[");
 	for (i = 0; i < n; i++) {
 		const struct sdp_stat_rec *r = &rows[i].r;
 
-		printf("%s\n  {\"pid\": %d, \"program\": ", i ? "," : "",
+		printf("%s\n  {\"pid\": %d, \"user\": ", i ? "," : "",
 		       rows[i].pid);
+		json_str(user_name(rows[i].uid, ub, sizeof(ub)));
+		printf(", \"program\": ");
 		json_str(rows[i].program);
 		printf(", \"fd\": %d, \"listener\": %s, \"orphan\": %s, "
 		       "\"conn_id\": %u, \"local\": ", r->fd,
@@ -461,13 +505,13 @@ static void print_json(const struct row *rows, size_t n)
 /* -l: listening sockets.  KIND is what clients may use (sdp, or both: SDP
  * and kernel TCP on one port); PENDING counts connections handshaken and
  * not yet accepted (a shared listener's requests wait in the kernel). */
-#define LCOLS 10
+#define LCOLS 11
 
 static void print_listeners(const struct row *rows, size_t n)
 {
 	static const char *const head[LCOLS] = {
-		"PID", "PROGRAM", "FD", "LOCAL", "KIND", "STATE", "BACKLOG",
-		"PENDING", "ACCEPTED", "REFUSED",
+		"PID", "USER", "PROGRAM", "FD", "LOCAL", "KIND", "STATE",
+		"BACKLOG", "PENDING", "ACCEPTED", "REFUSED",
 	};
 	char (*cell)[LCOLS][64];
 	int w[LCOLS], c;
@@ -486,15 +530,16 @@ static void print_listeners(const struct row *rows, size_t n)
 		const struct sdp_stat_rec *r = &rows[i].r;
 
 		snprintf(cell[i][0], 64, "%d", rows[i].pid);
-		snprintf(cell[i][1], 64, "%.40s", rows[i].program);
-		snprintf(cell[i][2], 64, "%d", r->fd);
-		fmt_addr(&r->local, cell[i][3], 64);
-		snprintf(cell[i][4], 64, "%s", r->mode);
-		snprintf(cell[i][5], 64, "%s", r->state);
-		snprintf(cell[i][6], 64, "%u", r->backlog);
-		snprintf(cell[i][7], 64, "%" PRIu64, r->rx_queued);
-		snprintf(cell[i][8], 64, "%" PRIu64, r->accepted);
-		snprintf(cell[i][9], 64, "%" PRIu64, r->refused);
+		user_name(rows[i].uid, cell[i][1], 64);
+		snprintf(cell[i][2], 64, "%.40s", rows[i].program);
+		snprintf(cell[i][3], 64, "%d", r->fd);
+		fmt_addr(&r->local, cell[i][4], 64);
+		snprintf(cell[i][5], 64, "%s", r->mode);
+		snprintf(cell[i][6], 64, "%s", r->state);
+		snprintf(cell[i][7], 64, "%u", r->backlog);
+		snprintf(cell[i][8], 64, "%" PRIu64, r->rx_queued);
+		snprintf(cell[i][9], 64, "%" PRIu64, r->accepted);
+		snprintf(cell[i][10], 64, "%" PRIu64, r->refused);
 		for (c = 0; c < LCOLS - 1; c++)
 			if ((int)strlen(cell[i][c]) > w[c])
 				w[c] = (int)strlen(cell[i][c]);
@@ -509,12 +554,12 @@ static void print_listeners(const struct row *rows, size_t n)
 	free(cell);
 }
 
-#define NCOLS 11
+#define NCOLS 12
 
 static void print_table(const struct row *rows, size_t n)
 {
 	static const char *const head[NCOLS] = {
-		"PID", "PROGRAM", "FD", "LOCAL", "REMOTE", "STATE",
+		"PID", "USER", "PROGRAM", "FD", "LOCAL", "REMOTE", "STATE",
 		"TRANSPORT", "TX-BYTES", "RX-BYTES", "CREDITS", "REASON",
 	};
 	char (*cell)[NCOLS][128];
@@ -534,24 +579,25 @@ static void print_table(const struct row *rows, size_t n)
 		const struct sdp_stat_rec *r = &rows[i].r;
 
 		snprintf(cell[i][0], 128, "%d", rows[i].pid);
-		snprintf(cell[i][1], 128, "%.40s", rows[i].program);
+		user_name(rows[i].uid, cell[i][1], 128);
+		snprintf(cell[i][2], 128, "%.40s", rows[i].program);
 		if (r->fd >= 0)
-			snprintf(cell[i][2], 128, "%d", r->fd);
+			snprintf(cell[i][3], 128, "%d", r->fd);
 		else
-			snprintf(cell[i][2], 128, "-");
-		fmt_addr(&r->local, cell[i][3], 128);
-		fmt_addr(&r->remote, cell[i][4], 128);
-		snprintf(cell[i][5], 128, "%s%s", r->state,
+			snprintf(cell[i][3], 128, "-");
+		fmt_addr(&r->local, cell[i][4], 128);
+		fmt_addr(&r->remote, cell[i][5], 128);
+		snprintf(cell[i][6], 128, "%s%s", r->state,
 			 r->flags & SDP_STAT_F_ORPHAN ? "(closed)" : "");
-		snprintf(cell[i][6], 128, "%s", r->transport);
-		snprintf(cell[i][7], 128, "%" PRIu64, r->tx_bytes);
-		snprintf(cell[i][8], 128, "%" PRIu64, r->rx_bytes);
+		snprintf(cell[i][7], 128, "%s", r->transport);
+		snprintf(cell[i][8], 128, "%" PRIu64, r->tx_bytes);
+		snprintf(cell[i][9], 128, "%" PRIu64, r->rx_bytes);
 		if (r->flags & SDP_STAT_F_LISTENER)
-			snprintf(cell[i][9], 128, "-");
+			snprintf(cell[i][10], 128, "-");
 		else
-			snprintf(cell[i][9], 128, "%d/%u", r->tx_credits,
+			snprintf(cell[i][10], 128, "%d/%u", r->tx_credits,
 				 r->peer_credits);
-		snprintf(cell[i][10], 128, "%s", r->reason[0] ? r->reason : "-");
+		snprintf(cell[i][11], 128, "%s", r->reason[0] ? r->reason : "-");
 		for (c = 0; c < NCOLS - 1; c++)
 			if ((int)strlen(cell[i][c]) > w[c])
 				w[c] = (int)strlen(cell[i][c]);
@@ -593,6 +639,7 @@ int main(int argc, char **argv)
 {
 	static const struct option lopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
+		{ "user", required_argument, NULL, 'u' },
 		{ "listening", no_argument, NULL, 'l' },
 		{ "all", no_argument, NULL, 'a' },
 		{ "json", no_argument, NULL, 'j' },
@@ -604,8 +651,16 @@ int main(int argc, char **argv)
 	char *end;
 	int ch;
 
-	while ((ch = getopt_long(argc, argv, "p:laji:h", lopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "p:u:laji:h", lopts, NULL)) != -1) {
 		switch (ch) {
+		case 'u':
+			if (user_arg(optarg, &o.uid)) {
+				fprintf(stderr, "sdpstat: no such user '%s'\n",
+					optarg);
+				return 2;
+			}
+			o.by_user = 1;
+			break;
 		case 'p':
 			o.pid = (int)strtol(optarg, &end, 10);
 			if (*end || o.pid <= 0) {

@@ -334,9 +334,9 @@ static int listener_row(uint16_t port, int fd, char *kind, char *state,
 		int pid, rfd;
 		unsigned ref;
 
-		if (sscanf(line, "%d %63s %d %79s %15s %15s %u %u %u %u", &pid,
-			   prog, &rfd, local, kind, state, backlog, pending,
-			   acc, &ref) != 10)
+		if (sscanf(line, "%d %*s %63s %d %79s %15s %15s %u %u %u %u",
+			   &pid, prog, &rfd, local, kind, state, backlog,
+			   pending, acc, &ref) != 10)
 			continue;
 		if (rfd == fd && strstr(local, want)) {
 			found = 1;
@@ -367,6 +367,28 @@ static void expect_listener(uint16_t port, int fd, unsigned backlog,
 	    "accepted %u", fd, port, backlog, pending, acc, b, p, a);
 }
 
+/* -u USER: our own user's listener is listed, with its USER column; for
+ * another user, nothing. */
+static void check_user_filter(uint16_t port, int fd)
+{
+	char opt[32], want[32], *out;
+
+	snprintf(want, sizeof(want), ":%u", port);
+	snprintf(opt, sizeof(opt), "-lu%u", (unsigned)getuid());
+	out = run_sdpstat_opt(getpid(), opt);
+	if (!strstr(out, want) || !strstr(out, "USER"))
+		die("sdpstat %s: the listener (fd %d, port %u) is not listed "
+		    "with a USER column:\n%s", opt, fd, port, out);
+	free(out);
+	snprintf(opt, sizeof(opt), "-lu%u", (unsigned)getuid() + 1);
+	out = run_sdpstat_opt(getpid(), opt);
+	if (strstr(out, want))
+		die("sdpstat %s: another user's filter lists our listener:\n%s",
+		    opt, out);
+	free(out);
+	info("sdpstat -u: our listener under our user only");
+}
+
 static void check_listeners(void)
 {
 	char kind[16], state[16];
@@ -375,6 +397,7 @@ static void check_listeners(void)
 	int l = make_listener(&port, 7), c1, c2, s1;
 
 	expect_listener(port, l, 7, 0, 0);
+	check_user_filter(port, l);
 	c1 = connect_to(port);
 	c2 = connect_to(port);
 	expect_listener(port, l, 7, 2, 0);
@@ -407,7 +430,7 @@ static void check_many_listeners(void)
 	     line = strtok_r(NULL, "\n", &save)) {
 		int pid, rfd;
 
-		if (sscanf(line, "%d %*s %d", &pid, &rfd) == 2 &&
+		if (sscanf(line, "%d %*s %*s %d", &pid, &rfd) == 2 &&
 		    pid == getpid())
 			listed++;
 	}
