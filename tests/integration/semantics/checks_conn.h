@@ -87,18 +87,48 @@ static int t_eaddrinuse(void)
 	return 0;
 }
 
+/* The IPv4 and IPv6 socket domains of the family under test. */
+static void family_domains(int *d4, int *d6)
+{
+	*d4 = g_domain == AF_INET6 ? AF_INET :
+	      g_domain == AF_INET6_SDP ? AF_INET_SDP : g_domain;
+	*d6 = *d4 == AF_INET ? AF_INET6 : AF_INET6_SDP;
+}
+
+/* A socket of `domain` connects to the loopback address of `af` at port,
+ * listener l accepts it, and a byte crosses, both ends carried as the run
+ * claims. */
+static int t_one_connection(int l, int domain, int af, uint16_t port)
+{
+	sockaddr_any a;
+	socklen_t len = make_loopback(&a, af, port);
+	int c = socket(domain, SOCK_STREAM, 0), s;
+	char b = 0;
+
+	CHECK(c >= 0, "socket(%d): %s", domain, strerror(errno));
+	SYS(connect(c, &a.sa, len));
+	s = accept(l, NULL, NULL);
+	CHECK(s >= 0, "accept: %s", strerror(errno));
+	T_TRANSPORT(c);
+	T_TRANSPORT(s);
+	WRITEN(c, "x", 1);
+	READN(s, &b, 1);
+	CHECK(b == 'x', "wrong byte");
+	close(c);
+	close(s);
+	return 0;
+}
+
 /* A server with one IPv4 and one IPv6-only listener on the same port
  * (sshd, nginx): both listen, and each family's client reaches its own,
  * carried as the run claims. */
 static int t_dual_stack_v6only(void)
 {
-	int d4 = g_domain == AF_INET6 ? AF_INET :
-		 g_domain == AF_INET6_SDP ? AF_INET_SDP : g_domain;
-	int d6 = d4 == AF_INET ? AF_INET6 : AF_INET6_SDP;
-	int one = 1, l4, l6, c, s;
+	int d4, d6, one = 1, l4, l6;
 	sockaddr_any a;
 	socklen_t len;
 
+	family_domains(&d4, &d6);
 	l4 = socket(d4, SOCK_STREAM, 0);
 	l6 = socket(d6, SOCK_STREAM, 0);
 	CHECK(l4 >= 0 && l6 >= 0, "socket: %s", strerror(errno));
@@ -114,25 +144,9 @@ static int t_dual_stack_v6only(void)
 	memset(&a.in6.sin6_addr, 0, sizeof a.in6.sin6_addr);	/* :: */
 	SYS(bind(l6, &a.sa, len));
 	SYS(listen(l6, 4));
-	for (int fam = 0; fam < 2; fam++) {
-		int l = fam ? l6 : l4;
-
-		c = socket(fam ? d6 : d4, SOCK_STREAM, 0);
-		CHECK(c >= 0, "socket: %s", strerror(errno));
-		len = make_loopback(&a, fam ? AF_INET6 : AF_INET, port);
-		SYS(connect(c, &a.sa, len));
-		s = accept(l, NULL, NULL);
-		CHECK(s >= 0, "accept on the %s listener: %s", fam ? "IPv6" : "IPv4",
-		      strerror(errno));
-		T_TRANSPORT(c);
-		T_TRANSPORT(s);
-		WRITEN(c, "d", 1);
-		char b = 0;
-		READN(s, &b, 1);
-		CHECK(b == 'd', "wrong byte");
-		close(c);
-		close(s);
-	}
+	if (t_one_connection(l4, d4, AF_INET, port) ||
+	    t_one_connection(l6, d6, AF_INET6, port))
+		return -1;
 	close(l4);
 	close(l6);
 	return 0;
@@ -149,13 +163,11 @@ static int t_dual_stack_v6only(void)
 static int t_other_family_address(void)
 {
 	const int explicit_sdp = g_domain == AF_INET_SDP || g_domain == AF_INET6_SDP;
-	int d4 = g_domain == AF_INET6 ? AF_INET :
-		 g_domain == AF_INET6_SDP ? AF_INET_SDP : g_domain;
-	int d6 = d4 == AF_INET ? AF_INET6 : AF_INET6_SDP;
+	int d4, d6, l;
 	sockaddr_any a;
 	socklen_t len;
-	int l, c, s;
 
+	family_domains(&d4, &d6);
 	l = socket(d4, SOCK_STREAM, 0);
 	CHECK(l >= 0, "socket: %s", strerror(errno));
 	len = make_loopback(&a, AF_INET6, 0);
@@ -172,23 +184,10 @@ static int t_other_family_address(void)
 	CHECK(a.sa.sa_family == AF_INET6, "getsockname family %d, expected AF_INET6",
 	      a.sa.sa_family);
 	uint16_t port = addr_port(&a);
-	for (int fam = 0; fam < 2; fam++) {
-		/* an IPv4 client, then an IPv6 SDP socket given an IPv4 address */
-		c = socket(fam ? d6 : d4, SOCK_STREAM, 0);
-		CHECK(c >= 0, "socket: %s", strerror(errno));
-		len = make_loopback(&a, AF_INET, port);
-		SYS(connect(c, &a.sa, len));
-		s = accept(l, NULL, NULL);
-		CHECK(s >= 0, "accept: %s", strerror(errno));
-		T_TRANSPORT(c);
-		T_TRANSPORT(s);
-		WRITEN(c, "o", 1);
-		char b = 0;
-		READN(s, &b, 1);
-		CHECK(b == 'o', "wrong byte");
-		close(c);
-		close(s);
-	}
+	/* An IPv4 client, then an IPv6 SDP socket given an IPv4 address. */
+	if (t_one_connection(l, d4, AF_INET, port) ||
+	    t_one_connection(l, d6, AF_INET, port))
+		return -1;
 	close(l);
 	return 0;
 }
@@ -291,21 +290,11 @@ static int t_nonblock_connect(void)
 static int t_connect_again_after_change(void)
 {
 	uint16_t port;
-	int l = t_listen(g_domain, g_af, &port, 4);
-	if (l < 0)
-		return -1;
-	acc_t a = { l, -1, 0 };
-	pthread_t th;
-	pthread_create(&th, NULL, acc_thread, &a);
-	int x;
-	NEWSOCK(x);
+	int x, s;
+	if (t_pair_on(g_domain, g_af, &x, &s, &port) < 0)
+		return -1;	/* also checks the transport; closes the listener */
 	sockaddr_any sa;
-	socklen_t len = make_env_addr(&sa, g_af, port, "SDP_TEST_SERVER_ADDR");
-	SYS(connect(x, &sa.sa, len));
-	pthread_join(th, NULL);
-	CHECK(a.fd >= 0, "accept failed: %s", strerror(a.err));
-	T_TRANSPORT(x);
-	close(l);
+	socklen_t len = make_env_addr(&sa, g_af, port, "SDP_TEST_CONNECT_ADDR");
 	/* A kernel TCP listener on the port now (the system call: not the
 	 * library's socket()), and a client that finds it. */
 	int raw = (int)syscall(SYS_socket, g_af, SOCK_STREAM, 0), one = 1;
@@ -320,12 +309,12 @@ static int t_connect_again_after_change(void)
 	T_TRANSPORT(x);
 	WRITEN(x, "k", 1);
 	char c = 0;
-	READN(a.fd, &c, 1);
+	READN(s, &c, 1);
 	CHECK(c == 'k', "the byte did not reach the accepted side");
 	close(y);
 	close(raw);
 	close(x);
-	close(a.fd);
+	close(s);
 	return 0;
 }
 
