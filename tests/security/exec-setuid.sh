@@ -40,13 +40,20 @@ check setuid "a setuid-root program runs with euid 0 somewhere (/var/tmp, /root)
 	finish
 note "setuid target: $SUID/target"
 
+# server N BYTES: the root server of case N, sending BYTES once $TMP/goN
+# exists; its pid in SRV, its port in PORT.
+server() {
+	run_limited 40 "$TMP/server$1.out" "$TMP/server$1.err" \
+		"${PRE[@]}" "${SRVZC[@]}" "$PROG" server "$TMP/port$1" "$TMP/go$1" "$2"
+	SRV=$BG_PID
+	wait_line "$TMP/port$1" "" ||
+		{ check "start$1" "the server starts" false; show "$TMP/server$1.err"; finish; }
+	read -r PORT _ <"$TMP/port$1"
+}
+
 # ---- 1: the peer execs a setuid program ----
-touch "$TMP/b/none"
-run_limited 40 "$TMP/server1.out" "$TMP/server1.err" \
-	"${PRE[@]}" "${SRVZC[@]}" "$PROG" server "$TMP/port1" "$TMP/go1" 1048576
-SRV1=$BG_PID
-wait_line "$TMP/port1" "" || { check start1 "the server starts" false; show "$TMP/server1.err"; finish; }
-read -r PORT _ <"$TMP/port1"
+server 1 1048576
+SRV1=$SRV
 run_limited 40 "$TMP/hostile.out" "$TMP/hostile.err" \
 	as sdpsec-b "${PRE[@]}" "${ZC[@]}" "$PROG" hostile "$PORT" "$SUID/target" "$TMP/check1"
 HOST=$BG_PID
@@ -71,11 +78,8 @@ check no-hang-target "the target ends" file_lacks "$TMP/hostile.err" TIMEOUT
 
 # ---- 2: an ordinary cross-user exchange, both ways ----
 touch "$TMP/go2"
-run_limited 40 "$TMP/server2.out" "$TMP/server2.err" \
-	"${PRE[@]}" "${SRVZC[@]}" "$PROG" server "$TMP/port2" "$TMP/go2" 3000000
-SRV2=$BG_PID
-wait_line "$TMP/port2" "" || { check start2 "the server starts" false; show "$TMP/server2.err"; finish; }
-read -r PORT _ <"$TMP/port2"
+server 2 3000000
+SRV2=$SRV
 tmo 30 runuser -u sdpsec-a -- "${PRE[@]}" "${ZC[@]}" "$PROG" client "$PORT" 3000000 \
 	>"$TMP/client2.out" 2>"$TMP/client2.err"
 wait "$SRV2"
