@@ -265,6 +265,13 @@ itest() { # NAME TIMEOUT PROGRAM ARGS...
 
 itest "itest/fork" 60 sdp_fork --family "$FAM4"
 itest "itest/fork6" 60 sdp_fork --family "$FAM6"
+# Fork per connection: the parent closes its copy at once, a few
+# connections later, or never; accepting with each kind of wait.
+for acc in block select poll epoll; do
+	itest "itest/forkserver-$acc-now" 120 sdp_forkserver --family "$FAM4" --accept $acc --parent-close now --conns 600
+done
+itest "itest/forkserver-epoll-later" 120 sdp_forkserver --family "$FAM4" --accept epoll --parent-close later --conns 1000
+itest "itest/forkserver-select-never" 120 sdp_forkserver --family "$FAM4" --accept select --parent-close never --conns 300
 itest "itest/exec" 60 sdp_exec --family "$FAM4"
 itest "itest/exec6" 60 sdp_exec --family "$FAM6"
 itest "itest/semantics" 120 sdp_semantics --family "$FAM4"
@@ -292,6 +299,7 @@ if [ "$FAMILY" = sdp ]; then
 	itest "switch/semantics" 120 sdp_semantics --family tcp
 	itest "switch/semantics6" 120 sdp_semantics --family tcp6
 	itest "switch/fork" 60 sdp_fork --family tcp
+	itest "switch/forkserver-poll-later" 120 sdp_forkserver --family tcp --accept poll --parent-close later --conns 600
 	itest "switch/exec" 60 sdp_exec --family tcp
 	itest "switch/kill" 60 sdp_kill --family tcp
 fi
@@ -332,7 +340,7 @@ selected "itest/fallback" && show_known "itest/fallback"
 # the preload, against the non-sanitized build only.  A check listed in the
 # script's KNOWN_FAILURES prints "not ok ... # TODO known failure" and does
 # not fail the test; those lines are shown after its PASS.
-SDP_PROGRAMS="iperf3 iperf sockperf redis python socat netcat nginx"
+SDP_PROGRAMS="iperf3 iperf sockperf redis python socat netcat nginx rsync"
 for p in $SDP_PROGRAMS; do
 	name="programs/$p"
 	selected "$name" || continue

@@ -26,8 +26,8 @@ struct sdp_config {
 	uint32_t nagle_us;	/* SDP_NAGLE_US: max hold time of a small send */
 	uint32_t close_timeout_ms; /* SDP_CLOSE_TIMEOUT_MS: orphan FIN_WAIT limit */
 	uint32_t close_flush_ms; /* SDP_CLOSE_FLUSH_MS: close() waits for the queue */
-	uint32_t fork_claim_ms;	/* SDP_FORK_CLAIM_MS: a fork() child's first use
-				 * waits this long for the owner to let go */
+	uint32_t fork_claim_ms;	/* SDP_FORK_CLAIM_MS: how long a process waits
+				 * for a busy owner to hand a connection over */
 	uint32_t zcopy_thresh;	/* SDP_ZCOPY_THRESH: default ZCopy threshold, 0 off */
 	uint32_t zcopy_adv_timeout_ms; /* SDP_ZCOPY_ADV_TIMEOUT_MS: cancel an
 				 * unanswered SrcAvail after this long */

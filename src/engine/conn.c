@@ -14,8 +14,11 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "engine/atfork.h"
 #include "engine/config.h"
+#include "engine/handover.h"
 #include "engine/owner.h"
 #include "engine/progress.h"
 #include "engine/stats_shm.h"
@@ -108,6 +111,63 @@ int sdp_conn_fd_budget_ok(void)
 	       rl.rlim_cur / 2;
 }
 
+/*
+ * Every connection of this process, for fork(): a connection's lock may be
+ * held by another thread at the instant of fork() (the progress thread
+ * servicing it, a thread closing it), and the child would wait for it for
+ * ever on its first use.  The child has one thread, so no lock of its
+ * copies is really held: each is re-initialised there.
+ */
+static struct sdp_conn *all_conns;
+static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void all_prepare(void)
+{
+	pthread_mutex_lock(&all_lock);
+}
+
+static void all_parent(void)
+{
+	pthread_mutex_unlock(&all_lock);
+}
+
+static void all_child(void)
+{
+	for (struct sdp_conn *c = all_conns; c; c = c->all_next)
+		pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&all_lock, NULL);
+}
+
+static pthread_once_t all_once = PTHREAD_ONCE_INIT;
+
+static void all_init(void)
+{
+	sdp_atfork_add(SDP_ATFORK_INNER, all_prepare, all_parent, all_child);
+}
+
+static void all_add(struct sdp_conn *c)
+{
+	pthread_once(&all_once, all_init);
+	pthread_mutex_lock(&all_lock);
+	c->all_next = all_conns;
+	if (all_conns)
+		all_conns->all_prev = c;
+	all_conns = c;
+	pthread_mutex_unlock(&all_lock);
+}
+
+static void all_del(struct sdp_conn *c)
+{
+	pthread_mutex_lock(&all_lock);
+	if (c->all_prev)
+		c->all_prev->all_next = c->all_next;
+	else if (all_conns == c)
+		all_conns = c->all_next;
+	if (c->all_next)
+		c->all_next->all_prev = c->all_prev;
+	pthread_mutex_unlock(&all_lock);
+}
+
 int sdp_conn_alloc(struct sdp_conn **out)
 {
 	struct sdp_conn *c;
@@ -133,54 +193,71 @@ int sdp_conn_alloc(struct sdp_conn **out)
 	c->ep_word = c->ep_word_of = -1;
 	atomic_init(&c->ep_armed_word, -1);
 	c->owner_slot = sdp_owner_alloc();
+	sdp_handover_init();
+	all_add(c);
 	sdp_stat_conn_attach(c);	/* sdpstat record */
 	*out = c;
 	return 0;
 }
 
-static pthread_mutex_t adopt_lock = PTHREAD_MUTEX_INITIALIZER;
-
 int sdp_conn_claim(struct sdp_conn *c)
 {
-	int r;
-
-	if (sdp_owner_is_me(c->owner_slot))
-		return 0;
-	/* The owner may be about to let go (a fork child's first use racing
-	 * the parent's close).  A process that waited in vain once is a
-	 * second user: it gets EBADFD at once from then on. */
-	if (!c->claim_gave_up &&
-	    sdp_owner_wait_released(c->owner_slot, sdp_cfg.fork_claim_ms) < 0)
-		c->claim_gave_up = 1;
-	pthread_mutex_lock(&adopt_lock);
-	r = sdp_owner_claim(c->owner_slot);
-	if (r == 1) {
-		/* Taken over from a process that released it (or died): our
-		 * copy of the state is the live one now.  The lock may have
-		 * been copied held; no thread here used it. */
-		pthread_mutex_init(&c->lock, NULL);
-		if (c->registered)	/* the old process's epoll reference */
-			atomic_fetch_sub(&c->refs, 1);
-		if (c->in_timer)
-			atomic_fetch_sub(&c->refs, 1);
-		c->registered = 0;
-		c->in_timer = 0;
-		c->next = c->prev = c->timer_next = NULL;
-		r = c->qp ? sdp_progress_add_conn(c) : 0;
-	}
-	pthread_mutex_unlock(&adopt_lock);
-	return r < 0 ? r : 0;
+	return sdp_handover_claim(c);
 }
 
-void sdp_conn_detach(struct sdp_conn *c)
+void sdp_conn_call_begin(struct sdp_conn *c)
 {
+	atomic_fetch_add(&c->app_calls, 1);
+}
+
+void sdp_conn_call_end(struct sdp_conn *c)
+{
+	if (atomic_fetch_sub(&c->app_calls, 1) != 1)
+		return;
+	if (!sdp_owner_asked(c->owner_slot)) {
+		sdp_owner_set_busy(c->owner_slot, 0);
+		return;
+	}
+	/* Another process waits for the connection and our calls kept it
+	 * from getting it: hand it over now; the progress thread lets go of
+	 * it when it next looks. */
 	pthread_mutex_lock(&c->lock);
-	c->ready = NULL;
-	c->detached = 1;
-	sdp_owner_release(c->owner_slot);
-	if (c->registered)
-		sdp_progress_arm_timer(c);	/* the thread lets it go */
+	if (sdp_handover_serve_locked(c) && c->registered)
+		sdp_progress_arm_timer(c);
 	pthread_mutex_unlock(&c->lock);
+}
+
+void sdp_conn_detach(struct sdp_conn *c, struct sdp_ready *r)
+{
+	struct sdp_ready *kept = malloc(sizeof(*kept));
+
+	pthread_mutex_lock(&c->lock);
+	sdp_appwake_disarm_locked(c);	/* no application of ours to wake */
+	/* What the application wrote goes now, as at any close: nothing of
+	 * ours will call again to push a Nagle-held rest. */
+	if (sdp_owner_is_me(c->owner_slot) && c->qp)
+		sdp_tx_flush_locked(c, 1);
+	if (kept && sdp_owner_is_me(c->owner_slot) && c->qp &&
+	    SDP_TP(c->qp)->export_qp) {
+		/* Our copy of the application's end is gone, and its number
+		 * may be reused: only the library end is ours to steer. */
+		*kept = *r;
+		kept->app_fd = -1;
+		r->lib_fd = -1;
+		c->ready_kept = kept;
+		c->ready = kept;
+		c->held_elsewhere = 1;
+		sdp_progress_watch_holders(c);
+		kept = NULL;
+	} else {
+		sdp_handover_leave_locked(c);
+		c->ready = NULL;
+		c->detached = 1;
+	}
+	if (c->registered)
+		sdp_progress_arm_timer(c);
+	pthread_mutex_unlock(&c->lock);
+	free(kept);
 	sdp_conn_put(c);
 }
 
@@ -191,6 +268,7 @@ void sdp_conn_get(struct sdp_conn *c)
 
 static void conn_free(struct sdp_conn *c)
 {
+	all_del(c);
 	sdp_stat_conn_detach(c);	/* sdpstat record */
 	if (c->qp && c->detached)
 		/* Providers without fork sharing destroy instead. */
@@ -200,6 +278,11 @@ static void conn_free(struct sdp_conn *c)
 		SDP_TP(c->qp)->destroy_qp(c->qp);
 	if (!c->detached)
 		sdp_owner_free(c->owner_slot);
+	sdp_handover_free(c);
+	if (c->ready_kept) {
+		sdp_ready_release(c->ready_kept);
+		free(c->ready_kept);
+	}
 	free(c->rxq);
 	free(c->txq);
 	pthread_mutex_destroy(&c->lock);
@@ -509,6 +592,10 @@ int sdp_conn_progress_locked(struct sdp_conn *c)
 	struct sdp_wc wc[16];
 	int r;
 
+	/* Only the process that drives the connection touches its rings:
+	 * any other copy is stale (handover.h). */
+	if (!sdp_owner_is_me(c->owner_slot))
+		return c->state == SDP_ST_RESET ? c->err : 0;
 	if (c->qp && (c->state == SDP_ST_RESET || c->state == SDP_ST_TIME_WAIT)) {
 		/* Nothing more can happen: discard the flushes, or req_notify
 		 * would keep reporting them as pending work. */
@@ -614,7 +701,9 @@ void sdp_conn_update_ready_locked(struct sdp_conn *c)
 			atomic_thread_fence(memory_order_seq_cst);
 	}
 
-	if (!c->ready)
+	/* Another process drives it (handover.h): our copy is stale, and
+	 * the rings and the arm word are that process's to touch. */
+	if (!c->ready || !sdp_owner_is_me(c->owner_slot))
 		return;
 	for (round = 0;; round++) {
 		/* A byte the peer wrote into our readiness fd announces a
@@ -774,7 +863,21 @@ static void close_flush_locked(struct sdp_conn *c)
 
 void sdp_conn_close(struct sdp_conn *c, int abort)
 {
+	/* The last descriptor in the family closes here: the connection is
+	 * closed from its live state, wherever that is now. */
+	if (sdp_conn_claim(c) < 0) {
+		sdp_conn_put(c);
+		return;
+	}
 	pthread_mutex_lock(&c->lock);
+	sdp_conn_close_locked(c, abort);
+	pthread_mutex_unlock(&c->lock);
+	sdp_progress_wake();
+	sdp_conn_put(c);
+}
+
+void sdp_conn_close_locked(struct sdp_conn *c, int abort)
+{
 	/* From now on the progress thread finishes the connection: the
 	 * peer's messages must ring it, not the closed descriptor. */
 	sdp_appwake_disarm_locked(c);
@@ -802,7 +905,4 @@ void sdp_conn_close(struct sdp_conn *c, int abort)
 	 * list makes it do so, and finish or time it out. */
 	if (c->registered)
 		sdp_progress_arm_timer(c);
-	pthread_mutex_unlock(&c->lock);
-	sdp_progress_wake();
-	sdp_conn_put(c);
 }

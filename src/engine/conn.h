@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 
 #include "engine/readiness.h"
@@ -44,7 +45,8 @@ const char *sdp_state_name(enum sdp_state st);
 	X(TRANSPORT, "transport error")                                    \
 	X(LOCAL_ABORT, "aborted locally (SO_LINGER 0 or unread data)")     \
 	X(TIMEOUT, "close timed out")                                      \
-	X(REFUSED, "no SDP listener at the destination")
+	X(REFUSED, "no SDP listener at the destination")                   \
+	X(OWNER_GONE, "the process that drove it died (fork)")
 
 enum sdp_reason {
 #define X(name, text) SDP_REASON_##name,
@@ -229,11 +231,24 @@ struct sdp_conn {
 	unsigned disconn_sent:1;
 	unsigned abort_sent:1;
 
-	/* ---- life ---- */
-	int owner_slot;			/* fork ownership word (owner.h) */
+	/* ---- life (this process's; a hand-over keeps them) ---- */
+	int owner_slot;			/* fork ownership slot (owner.h) */
+	struct sdp_mbox *mbox;		/* hand-over mailbox (handover.h) */
+	size_t mbox_size;
+	/* Application calls inside the engine on it: a hand-over waits for
+	 * none (handover.c). */
+	atomic_int app_calls;
 	unsigned detached:1;		/* another process took it over */
-	unsigned claim_gave_up:1;	/* this process waited for the owner
-					 * in vain (second user, EBADFD) */
+	/* Our application closed its descriptor while another process
+	 * holds one: we drive the connection on (the kernel would), with
+	 * `ready` pointing at ready_kept, until that process asks for it or
+	 * every descriptor is closed. */
+	unsigned held_elsewhere:1;
+	/* References the fork parent's progress thread held (its epoll set,
+	 * its timer list), copied by fork(): dropped when this process
+	 * adopts the connection. */
+	unsigned inherited_refs:2;
+	struct sdp_ready *ready_kept;
 	unsigned orphan:1;		/* application closed it */
 	unsigned registered:1;		/* in the progress thread's epoll */
 	unsigned dead:1;		/* queued for freeing */
@@ -277,6 +292,7 @@ struct sdp_conn {
 	_Atomic uint64_t ep_idle;
 	const _Atomic uint32_t *_Atomic ep_arrivals;
 	struct sdp_conn *next, *prev;	/* progress registry list */
+	struct sdp_conn *all_next, *all_prev;	/* every connection here */
 	struct sdp_conn *timer_next;	/* progress timer list */
 	/* On the progress timer list.  Written under the progress lock; read
 	 * without it by a hold that would arm the timer (tx.c): the progress
@@ -378,15 +394,23 @@ void sdp_conn_get(struct sdp_conn *c);
  * or unread data is pending.  The connection lives on as an orphan until
  * the close completes or times out. */
 void sdp_conn_close(struct sdp_conn *c, int abort);
+/* The same, c->lock held and the connection ours (no reference dropped). */
+void sdp_conn_close_locked(struct sdp_conn *c, int abort);
 int sdp_conn_shutdown(struct sdp_conn *c, int how);
 
-/* fork(): make sure this process drives `c` (adopting it if its owner
- * released it or died).  0, or -EBADFD if another live process uses it. */
+/* fork(): make sure this process drives `c`, taking it over from the
+ * process that does (handover.h).  0, or -EBADFD if that process cannot
+ * let go. */
 int sdp_conn_claim(struct sdp_conn *c);
+/* An application call on `c` begins and ends (after sdp_conn_claim): a
+ * process asking for the connection is served once none is inside. */
+void sdp_conn_call_begin(struct sdp_conn *c);
+void sdp_conn_call_end(struct sdp_conn *c);
 /* The application closed its descriptor here but another process still
- * holds one: give the connection up without ending it.  Drops the
- * caller's reference. */
-void sdp_conn_detach(struct sdp_conn *c);
+ * holds one: drive the connection on without ending it, keeping the
+ * library end of `r` (the socket's readiness pair, taken over: the caller
+ * must not close it).  Drops the caller's reference. */
+void sdp_conn_detach(struct sdp_conn *c, struct sdp_ready *r);
 
 /* Wait until connected (blocking connect).  timeout_ms < 0: forever. */
 int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms);

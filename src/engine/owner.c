@@ -1,37 +1,55 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * owner.c — owner words shared by a process family (see owner.h).
- * Slot values: 0 free, OWNER_RELEASED nobody, else the owner's pid.
+ * owner.c — owner slots shared by a process family (see owner.h).
+ * A slot is four words: the owner (a pid, 0 released, FREE unused), the
+ * asker (a pid, or 0), and the generation of the last release.
  */
 #include "engine/owner.h"
 #include "engine/atfork.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <stdint.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#define OWNER_SLOTS (1u << 20)	/* 4 MiB of address space, touched lazily */
-#define OWNER_RELEASED 0xffffffffu
+#define OWNER_SLOTS (1u << 20)	/* 16 MiB of address space, touched lazily */
+#define OWNER_FREE 0xffffffffu
+
+struct owner_slot {
+	_Atomic uint32_t owner;	/* futex word */
+	_Atomic uint32_t asker;
+	_Atomic uint32_t gen;
+	_Atomic uint32_t busy;	/* the owner declined: a call of its own */
+};
 
 struct owner_region {
-	atomic_uint hint;
-	atomic_uint slot[];
+	_Atomic uint32_t hint;
+	uint32_t pad[3];
+	struct owner_slot slot[];
 };
 
 static struct owner_region *region;
 static pthread_mutex_t region_lock = PTHREAD_MUTEX_INITIALIZER;
-static pid_t me;
+static uint32_t me;
 
 static void owner_atfork_child(void)
 {
-	me = getpid();
+	me = (uint32_t)getpid();
 }
 
+/* Slots start at 0, which reads "released" to anyone: so a never-used slot
+ * is first marked FREE, and the whole region is set so once.  Zero-filled
+ * pages cost nothing until touched, so the marking is lazy instead: a slot
+ * counts as unused while its generation is 0 and its owner 0. */
 static struct owner_region *get_region(void)
 {
 	struct owner_region *r = __atomic_load_n(&region, __ATOMIC_ACQUIRE);
@@ -41,11 +59,11 @@ static struct owner_region *get_region(void)
 		return r;
 	pthread_mutex_lock(&region_lock);
 	if (!region) {
-		p = mmap(NULL, sizeof(*r) + OWNER_SLOTS * sizeof(atomic_uint),
-			 PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-			 -1, 0);
+		p = mmap(NULL, sizeof(*r) + OWNER_SLOTS * sizeof(r->slot[0]),
+			 PROT_READ | PROT_WRITE,
+			 MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		if (p != MAP_FAILED) {
-			me = getpid();
+			me = (uint32_t)getpid();
 			sdp_atfork_add(SDP_ATFORK_INNER, NULL, NULL,
 				       owner_atfork_child);
 			__atomic_store_n(&region, p, __ATOMIC_RELEASE);
@@ -54,6 +72,13 @@ static struct owner_region *get_region(void)
 	r = region;
 	pthread_mutex_unlock(&region_lock);
 	return r;
+}
+
+static int slot_unused(struct owner_slot *s)
+{
+	uint32_t o = atomic_load(&s->owner);
+
+	return o == OWNER_FREE || (o == 0 && atomic_load(&s->gen) == 0);
 }
 
 int sdp_owner_alloc(void)
@@ -65,11 +90,17 @@ int sdp_owner_alloc(void)
 		return -1;
 	start = atomic_fetch_add(&r->hint, 1) % OWNER_SLOTS;
 	for (n = 0; n < OWNER_SLOTS; n++) {
-		unsigned expect = 0;
+		struct owner_slot *s;
+		uint32_t expect;
 
 		i = (start + n) % OWNER_SLOTS;
-		if (atomic_compare_exchange_strong(&r->slot[i], &expect,
-						   (unsigned)me)) {
+		s = &r->slot[i];
+		if (!slot_unused(s))
+			continue;
+		expect = atomic_load(&s->owner);
+		if (atomic_compare_exchange_strong(&s->owner, &expect, me)) {
+			atomic_store(&s->asker, 0);
+			atomic_store(&s->gen, 1);
 			atomic_store(&r->hint, i + 1);
 			return (int)i;
 		}
@@ -77,77 +108,165 @@ int sdp_owner_alloc(void)
 	return -1;
 }
 
-static int alive(unsigned pid)
+static struct owner_slot *slot_of(int slot)
 {
-	return kill((pid_t)pid, 0) == 0 || errno != ESRCH;
-}
-
-int sdp_owner_wait_released(int slot, unsigned wait_ms)
-{
-	struct timespec t0, t;
-	useconds_t step_us = 20;
-	unsigned v;
-
-	if (slot < 0 || !region || !wait_ms)
-		return 0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		v = atomic_load(&region->slot[slot]);
-		if (v == (unsigned)me || v == OWNER_RELEASED || v == 0 ||
-		    !alive(v))
-			return 0;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if ((t.tv_sec - t0.tv_sec) * 1000 +
-		    (t.tv_nsec - t0.tv_nsec) / 1000000 >= (long)wait_ms)
-			return -ETIMEDOUT;
-		usleep(step_us);	/* EINTR: just look again */
-		if (step_us < 1000)
-			step_us *= 2;
-	}
-}
-
-int sdp_owner_claim(int slot)
-{
-	unsigned v;
-
-	if (slot < 0 || !region)
-		return 0;
-	v = atomic_load(&region->slot[slot]);
-	if (v == (unsigned)me)
-		return 0;
-	for (;;) {
-		if (v != OWNER_RELEASED && v != 0 && alive(v))
-			return -EBADFD;
-		if (atomic_compare_exchange_strong(&region->slot[slot], &v,
-						   (unsigned)me))
-			return 1;
-		if (v == (unsigned)me)
-			return 0;
-	}
-}
-
-void sdp_owner_release(int slot)
-{
-	unsigned v = (unsigned)me;
-
-	if (slot >= 0 && region)
-		atomic_compare_exchange_strong(&region->slot[slot], &v,
-					       OWNER_RELEASED);
-}
-
-void sdp_owner_free(int slot)
-{
-	unsigned v;
-
-	if (slot < 0 || !region)
-		return;
-	v = atomic_load(&region->slot[slot]);
-	if (v == (unsigned)me || v == OWNER_RELEASED)
-		atomic_compare_exchange_strong(&region->slot[slot], &v, 0);
+	return slot >= 0 && region ? &region->slot[slot] : NULL;
 }
 
 int sdp_owner_is_me(int slot)
 {
-	return slot < 0 || !region ||
-	       atomic_load(&region->slot[slot]) == (unsigned)me;
+	struct owner_slot *s = slot_of(slot);
+
+	return !s || atomic_load(&s->owner) == me;
+}
+
+uint32_t sdp_owner_get(int slot)
+{
+	struct owner_slot *s = slot_of(slot);
+
+	return s ? atomic_load(&s->owner) : me;
+}
+
+int sdp_owner_take(int slot)
+{
+	struct owner_slot *s = slot_of(slot);
+	uint32_t v = 0;
+
+	if (!s)
+		return 0;
+	if (atomic_compare_exchange_strong(&s->owner, &v, me)) {
+		uint32_t a = me;
+
+		atomic_compare_exchange_strong(&s->asker, &a, 0);
+		return 1;
+	}
+	return v == me ? 0 : -EBUSY;
+}
+
+int sdp_owner_take_from(int slot, uint32_t dead)
+{
+	struct owner_slot *s = slot_of(slot);
+	uint32_t v = dead;
+
+	if (!s)
+		return 0;
+	if (atomic_compare_exchange_strong(&s->owner, &v, me))
+		return 1;
+	return v == me ? 0 : -EBUSY;
+}
+
+void sdp_owner_ask(int slot)
+{
+	struct owner_slot *s = slot_of(slot);
+
+	if (s)
+		atomic_store(&s->asker, me);
+}
+
+void sdp_owner_set_busy(int slot, int busy)
+{
+	struct owner_slot *s = slot_of(slot);
+
+	if (s && atomic_load(&s->busy) != (uint32_t)busy)
+		atomic_store(&s->busy, (uint32_t)busy);
+}
+
+int sdp_owner_busy(int slot)
+{
+	struct owner_slot *s = slot_of(slot);
+
+	return s && atomic_load(&s->busy);
+}
+
+uint32_t sdp_owner_asked(int slot)
+{
+	struct owner_slot *s = slot_of(slot);
+	uint32_t a = s ? atomic_load(&s->asker) : 0;
+
+	return a == me ? 0 : a;
+}
+
+void sdp_owner_wait_change(int slot, uint32_t owner, unsigned ms)
+{
+	struct owner_slot *s = slot_of(slot);
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	if (s && atomic_load(&s->owner) == owner)
+		syscall(SYS_futex, &s->owner, FUTEX_WAIT, owner, &ts, NULL, 0);
+}
+
+uint32_t sdp_owner_next_gen(int slot)
+{
+	struct owner_slot *s = slot_of(slot);
+	uint32_t g = s ? atomic_load(&s->gen) + 1 : 1;
+
+	return g ? g : 1;
+}
+
+uint32_t sdp_owner_gen(int slot)
+{
+	struct owner_slot *s = slot_of(slot);
+
+	return s ? atomic_load(&s->gen) : 0;
+}
+
+uint32_t sdp_owner_release(int slot)
+{
+	struct owner_slot *s = slot_of(slot);
+	uint32_t g, v = me;
+
+	if (!s || atomic_load(&s->owner) != me)
+		return 0;
+	g = sdp_owner_next_gen(slot);
+	atomic_store(&s->gen, g);
+	atomic_store(&s->busy, 0);
+	/* The mailbox and the generation are written before the owner word
+	 * says "released" (seq_cst): a taker that sees 0 sees both. */
+	if (atomic_compare_exchange_strong(&s->owner, &v, 0))
+		syscall(SYS_futex, &s->owner, FUTEX_WAKE, INT_MAX, NULL, NULL,
+			0);
+	return g;
+}
+
+void sdp_owner_free(int slot)
+{
+	struct owner_slot *s = slot_of(slot);
+	uint32_t v;
+
+	if (!s)
+		return;
+	/* Released: another process of the family may take it yet. */
+	v = me;
+	atomic_compare_exchange_strong(&s->owner, &v, OWNER_FREE);
+}
+
+int sdp_owner_alive(uint32_t pid)
+{
+	char path[32], buf[160], *p;
+	ssize_t n;
+	int fd;
+
+	if (!pid || pid > INT_MAX)
+		return 0;
+	if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+		return 0;
+	/* A zombie is dead to us: its parent may be the one waiting. */
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;	/* cannot tell: alive */
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 1;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
+}
+
+int sdp_owner_gone(int slot)
+{
+	struct owner_slot *s = slot_of(slot);
+
+	return s && atomic_load(&s->owner) == OWNER_FREE;
 }

@@ -15,11 +15,13 @@
  * epoll and its reference dropped only here, after the batch of events that
  * may still name it has been handled.
  */
+#include "engine/appwake.h"
 #include "engine/atfork.h"
 #include "transport/fdhigh.h"
 #include "engine/progress.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -36,6 +38,7 @@
 #include "engine/libthreads.h"
 #include "engine/listener.h"
 #include "engine/real.h"
+#include "engine/handover.h"
 #include "engine/owner.h"
 #include "engine/stats_shm.h"	/* sdpstat */
 #include "engine/tsan.h"
@@ -84,8 +87,27 @@ static void progress_atfork_child(void)
 	 * progress thread, mid-batch, which the child does not have: the
 	 * child's first close() of an inherited socket then waited for ever.
 	 * Nothing in the child holds one yet (it has one thread). */
-	for (struct sdp_conn *c = P.conns; c; c = c->next)
+	struct sdp_conn *c, *next;
+
+	/* The parent's registrations are not ours: none of its lists or
+	 * epoll entries exist here (the references they hold are dropped if
+	 * this process adopts the connection, handover.c). */
+	for (c = P.conns; c; c = next) {
+		next = c->next;
 		pthread_mutex_init(&c->lock, NULL);
+		c->inherited_refs = c->registered + !!c->in_timer;
+		c->registered = 0;
+		c->in_timer = 0;
+		c->next = c->prev = c->timer_next = NULL;
+	}
+	for (c = P.timers; c; c = next) {
+		next = c->timer_next;
+		if (c->in_timer) {	/* on the timer list only */
+			c->inherited_refs++;
+			c->in_timer = 0;
+		}
+		c->timer_next = NULL;
+	}
 	if (P.epfd >= 0)
 		close(P.epfd);
 	if (P.wakefd >= 0)
@@ -293,12 +315,42 @@ void sdp_progress_arm_timer(struct sdp_conn *c)
 		sdp_progress_wake();
 }
 
+void sdp_progress_watch_holders(struct sdp_conn *c)
+{
+	struct epoll_event ev = { .events = EPOLLRDHUP, .data.ptr = c };
+
+	if (c->registered && c->ready_kept && c->ready_kept->lib_fd >= 0)
+		epoll_ctl(P.epfd, EPOLL_CTL_ADD, c->ready_kept->lib_fd, &ev);
+}
+
+/* A connection we drive for other processes (held_elsewhere): has the
+ * last descriptor of it closed?  Then it closes, as the kernel closes a
+ * TCP socket when its last descriptor goes. */
+static void check_holders_locked(struct sdp_conn *c)
+{
+	struct pollfd p;
+
+	if (!c->held_elsewhere || !c->ready_kept ||
+	    c->ready_kept->lib_fd < 0)
+		return;
+	p.fd = c->ready_kept->lib_fd;
+	p.events = POLLRDHUP;
+	if (poll(&p, 1, 0) <= 0 ||
+	    !(p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+		return;
+	epoll_ctl(P.epfd, EPOLL_CTL_DEL, p.fd, NULL);
+	c->held_elsewhere = 0;
+	sdp_conn_close_locked(c, 0);
+}
+
 static void unregister_conn_locked(struct sdp_conn *c)
 {
 	int fd = SDP_TP(c->qp)->event_fd(c->qp);
 
 	if (fd >= 0)
 		epoll_ctl(P.epfd, EPOLL_CTL_DEL, fd, NULL);
+	if (c->held_elsewhere && c->ready_kept && c->ready_kept->lib_fd >= 0)
+		epoll_ctl(P.epfd, EPOLL_CTL_DEL, c->ready_kept->lib_fd, NULL);
 	pthread_mutex_lock(&P.lock);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -339,12 +391,14 @@ static int service_conn(struct sdp_conn *c, uint64_t now)
 		pthread_mutex_unlock(&c->lock);
 		return 0;
 	}
-	if (c->detached || !sdp_owner_is_me(c->owner_slot)) {
+	if (c->detached || !sdp_owner_is_me(c->owner_slot) ||
+	    sdp_handover_serve_locked(c)) {
 		/* Another process drives it now. */
 		unregister_conn_locked(c);
 		pthread_mutex_unlock(&c->lock);
 		return 1;
 	}
+	check_holders_locked(c);
 	SDP_TP(c->qp)->ack_events(c->qp);
 	do {
 		sdp_conn_progress_locked(c);
@@ -575,31 +629,62 @@ static bool drop_app_end(int app_fd)
 	       sdp_real.dup3(inert, app_fd, O_CLOEXEC) >= 0;
 }
 
-/* Exiting while a fork() child still holds the descriptor (daemonizing):
- * leave the connection to it, as the kernel does with a TCP socket. */
-static int handed_to_other_process(struct sdp_conn *c)
+/* Set while _exit() flushes: it may come from a signal handler that
+ * interrupted a thread holding a connection's lock, so a lock is waited
+ * for briefly there (a connection then goes unflushed, never a hang). */
+static int exit_try_only;
+
+static int exit_lock(struct sdp_conn *c)
+{
+	struct timespec ts;
+
+	if (exit_try_only) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100000000L;	/* a holder that runs: soon */
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		return pthread_mutex_timedlock(&c->lock, &ts) == 0;
+	}
+	pthread_mutex_lock(&c->lock);
+	return 1;
+}
+
+/* Exiting while another process still holds the descriptor (a fork child,
+ * daemonizing): the connection is not ours to end.  Its queued bytes are
+ * sent while the exit flush lasts, then its state is left to that process
+ * (handover.h), as the kernel keeps a TCP socket for its other holders. */
+static int held_by_other_process(struct sdp_conn *c)
 {
 	struct pollfd p;
 
-	if (!c->ready || c->ready->lib_fd < 0 || c->detached)
-		return c->detached;
+	if (c->held_elsewhere || c->detached)
+		return 1;
+	if (!c->ready || c->ready->lib_fd < 0)
+		return 0;
 	if (!drop_app_end(c->ready->app_fd))
 		return 0;	/* cannot tell: flush it as ours */
 	p.fd = c->ready->lib_fd;
 	p.events = POLLRDHUP;
 	if (poll(&p, 1, 0) < 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
 		return 0;
+	sdp_appwake_disarm_locked(c);
 	c->ready = NULL;
-	c->detached = 1;
-	sdp_owner_release(c->owner_slot);
+	c->held_elsewhere = 1;
 	return 1;
 }
 
 static void flush_one(struct sdp_conn *c, void *arg)
 {
 	(void)arg;
-	pthread_mutex_lock(&c->lock);
-	if (handed_to_other_process(c)) {
+	if (!exit_lock(c))
+		return;
+	if (held_by_other_process(c)) {
+		if (!c->detached && sdp_owner_is_me(c->owner_slot)) {
+			sdp_conn_progress_locked(c);
+			sdp_tx_flush_locked(c, 1);
+		}
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
@@ -611,11 +696,16 @@ static void flush_one(struct sdp_conn *c, void *arg)
 	pthread_mutex_unlock(&c->lock);
 }
 
-static void hand_over_one(struct sdp_conn *c, void *arg)
+static void leave_one(struct sdp_conn *c, void *arg)
 {
 	(void)arg;
-	pthread_mutex_lock(&c->lock);
-	handed_to_other_process(c);
+	if (!exit_lock(c))
+		return;
+	if (held_by_other_process(c) && !c->detached) {
+		sdp_handover_leave_locked(c);
+		c->ready = NULL;
+		c->detached = 1;
+	}
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -625,7 +715,7 @@ void sdp_progress_hand_over(void)
 {
 	if (!P.started || P.pid != getpid())
 		return;
-	sdp_progress_foreach(hand_over_one, NULL);
+	sdp_progress_foreach(leave_one, NULL);
 }
 
 struct pending_arg {
@@ -636,14 +726,27 @@ static void count_pending(struct sdp_conn *c, void *arg)
 {
 	struct pending_arg *a = arg;
 
-	pthread_mutex_lock(&c->lock);
-	if (!c->detached && sdp_conn_can_still_send_locked(c) &&
-	    (c->txq_len || !c->disconn_sent))
+	if (!exit_lock(c))
+		return;
+	if (!c->detached && sdp_owner_is_me(c->owner_slot) &&
+	    sdp_conn_can_still_send_locked(c) &&
+	    (c->txq_len || (!c->held_elsewhere && !c->disconn_sent)))
 		a->pending++;
 	pthread_mutex_unlock(&c->lock);
 }
 
 __attribute__((destructor)) static void progress_at_exit(void)
+{
+	sdp_progress_exit_flush();
+}
+
+void sdp_progress_exit_flush_try(void)
+{
+	exit_try_only = 1;
+	sdp_progress_exit_flush();
+}
+
+void sdp_progress_exit_flush(void)
 {
 	uint64_t end;
 	struct pending_arg a;
@@ -659,4 +762,5 @@ __attribute__((destructor)) static void progress_at_exit(void)
 			break;
 		usleep(1000);	/* poll credits: the progress thread helps */
 	} while (sdp_now_ns() < end);
+	sdp_progress_foreach(leave_one, NULL);
 }

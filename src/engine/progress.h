@@ -16,6 +16,9 @@ struct sdp_listen;
 
 /* Start watching a connection that has a QP (takes a reference). */
 int sdp_progress_add_conn(struct sdp_conn *c);
+/* Watch for the last descriptor of a held_elsewhere connection to close
+ * (c->lock held, after sdp_conn_detach kept its readiness pair). */
+void sdp_progress_watch_holders(struct sdp_conn *c);
 /* Start watching a listener (takes a reference). */
 int sdp_progress_add_listener(struct sdp_listen *l);
 /* Stop watching `fd` (before closing it: a fork child may hold a copy,
@@ -34,6 +37,13 @@ void sdp_progress_wake(void);
 
 /* Visit every live connection (for sdpstat/tests); cb runs unlocked. */
 void sdp_progress_foreach(void (*cb)(struct sdp_conn *c, void *arg), void *arg);
+/* The process exits (exit() or _exit()): send what is queued, end what
+ * the application left open, leave to other processes what they hold;
+ * bounded to about a second. */
+void sdp_progress_exit_flush(void);
+/* The same from _exit(), which a signal handler may call: connections
+ * whose lock is held are skipped. */
+void sdp_progress_exit_flush_try(void);
 /* After fork(), in a parent about to _exit(): leave every connection another
  * process holds to it (as the exit handler does). */
 void sdp_progress_hand_over(void);

@@ -18,6 +18,8 @@
 #include "engine/appwake.h"
 #include "engine/config.h"
 #include "engine/conn.h"
+#include "engine/handover.h"
+#include "engine/owner.h"
 #include "engine/sigseen.h"
 #include "engine/progress.h"
 #include "engine/zcopy.h"
@@ -457,6 +459,11 @@ ssize_t sdp_conn_recv(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 	int r, zc_stop = 0, zc_tried = 0;
 
 	pthread_mutex_lock(&c->lock);
+	if (!sdp_owner_is_me(c->owner_slot)) {
+		/* Handed over between the claim and this lock: ask again. */
+		pthread_mutex_unlock(&c->lock);
+		return -ERESTART;
+	}
 	c->zc_readers++;
 	if (c->state == SDP_ST_CLOSED) {
 		ret = -ENOTCONN;
@@ -553,6 +560,18 @@ wait:
 			sdp_sig_interrupted(sig) ? -EINTR :
 			sdp_conn_wait(c, seq, deadline);
 		pthread_mutex_lock(&c->lock);
+		if (!copied && !peek && sdp_owner_asked(c->owner_slot)) {
+			/* Another process of the family wants the connection
+			 * (it writes while we wait to read, say): it goes
+			 * there, and this call asks for it back. */
+			c->zc_readers--;
+			sdp_conn_update_ready_locked(c);
+			if (sdp_handover_yield_locked(c)) {
+				pthread_mutex_unlock(&c->lock);
+				return -ERESTART;
+			}
+			c->zc_readers++;
+		}
 		if (r == -EINTR && !deadline && sdp_sig_restart(sig) &&
 		    !sdp_cancel_woke()) {
 			sig = sdp_sig_mark();	/* SA_RESTART: go on */

@@ -21,6 +21,8 @@
 #include "engine/appwake.h"
 #include "engine/config.h"
 #include "engine/conn.h"
+#include "engine/handover.h"
+#include "engine/owner.h"
 #include "engine/sigseen.h"
 #include "engine/progress.h"
 #include "engine/zcopy.h"
@@ -401,6 +403,10 @@ ssize_t sdp_conn_send_fill(struct sdp_conn *c, size_t len,
 	size_t done = 0;
 
 	pthread_mutex_lock(&c->lock);
+	if (!sdp_owner_is_me(c->owner_slot)) {
+		pthread_mutex_unlock(&c->lock);
+		return 0;	/* moved meanwhile: the ordinary path asks */
+	}
 	sdp_conn_poll_locked(c);
 	tp = c->qp ? SDP_TP(c->qp) : NULL;
 	/* Anything but plain streaming (urgent data, ZCopy under way, a
@@ -557,6 +563,11 @@ ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 	int r;
 
 	pthread_mutex_lock(&c->lock);
+	if (!sdp_owner_is_me(c->owner_slot)) {
+		/* Handed over between the claim and this lock: ask again. */
+		pthread_mutex_unlock(&c->lock);
+		return -ERESTART;
+	}
 	for (;;) {
 		size_t before = sent;
 
@@ -647,6 +658,17 @@ wait:
 		r = sdp_sig_interrupted(sig) ? -EINTR :
 			sdp_conn_wait(c, seq, deadline);
 		pthread_mutex_lock(&c->lock);
+		if (sdp_owner_asked(c->owner_slot) && !c->zc_tx.active) {
+			/* Another process of the family wants the connection
+			 * (it reads while we wait for credits, say): what we
+			 * queued goes with it; a blocking send reports what
+			 * it took, or asks for the connection back. */
+			sdp_conn_update_ready_locked(c);
+			if (sdp_handover_yield_locked(c)) {
+				pthread_mutex_unlock(&c->lock);
+				return sent ? (ssize_t)sent : -ERESTART;
+			}
+		}
 		if (r == -EINTR && !deadline && sdp_sig_restart(sig) &&
 		    !sdp_cancel_woke()) {
 			sig = sdp_sig_mark();	/* SA_RESTART: go on */

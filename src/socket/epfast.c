@@ -57,6 +57,7 @@
 #include <unistd.h>
 
 #include "engine/atfork.h"
+#include "engine/owner.h"
 #include "engine/appwake.h"
 #include "engine/config.h"
 #include "engine/conn.h"
@@ -532,7 +533,7 @@ static int promotable_locked(const struct sdp_conn *c)
 
 	if (c->ready_user_off || !c->ready || c->ready->lib_fd < 0 ||
 	    c->orphan || c->detached || c->appwake_off || !c->qp ||
-	    c->state != SDP_ST_ESTABLISHED)
+	    c->state != SDP_ST_ESTABLISHED || !sdp_owner_is_me(c->owner_slot))
 		return 0;
 	tp = SDP_TP(c->qp);
 	return tp->app_arm && tp->share_app_fd;
@@ -567,6 +568,12 @@ static int conn_check(struct snap *sn, int word)
 	if (conn_idle(c))
 		return 0;
 	pthread_mutex_lock(&c->lock);
+	if (!sdp_owner_is_me(c->owner_slot)) {
+		/* Another process drives it: the kernel readiness it steers
+		 * is the truth here (engine/handover.h). */
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
 	if (!c->ready_user) {
 		if (!promotable_locked(c)) {
 			pthread_mutex_unlock(&c->lock);

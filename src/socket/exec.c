@@ -530,6 +530,25 @@ SDP_EXPORT int posix_spawnp(pid_t *pid, const char *file,
 }
 
 /*
+ * _exit(2) and _Exit(3): the kernel sends what a TCP socket still queues
+ * after its process is gone; an SDP connection's queue lives in the
+ * process.  So _exit does what exit() does for connections (the
+ * bounded flush, and leaving those that another process holds to it):
+ * fork-per-connection children commonly close and _exit().
+ */
+SDP_EXPORT __attribute__((noreturn)) void _exit(int status)
+{
+	sdp_progress_exit_flush_try();
+	for (;;)
+		syscall(SYS_exit_group, status);
+}
+
+SDP_EXPORT __attribute__((noreturn)) void _Exit(int status)
+{
+	_exit(status);
+}
+
+/*
  * daemon(3): glibc's parent leaves with _exit() right after fork(), which
  * skips libsdp's exit handling, so the connections stayed owned by a dying
  * process and the daemon's first use of one raced with that death (EBADFD,

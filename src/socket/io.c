@@ -36,12 +36,24 @@ static struct sdp_conn *conn_of(struct sdp_sock *s)
 		sdp_conn_get(c);
 	}
 	pthread_mutex_unlock(&s->lock);
-	if (c && sdp_conn_claim(c) < 0) {
+	if (!c)
+		return NULL;
+	/* Counted before the claim: a connection just taken over is not
+	 * handed on again before this call has run (engine/handover.h). */
+	sdp_conn_call_begin(c);
+	if (sdp_conn_claim(c) < 0) {
 		/* Another live process uses this connection (fork). */
+		sdp_conn_call_end(c);
 		sdp_conn_put(c);
 		return ERR_PTR_BADFD;
 	}
 	return c;
+}
+
+static void conn_done(struct sdp_conn *c)
+{
+	sdp_conn_call_end(c);
+	sdp_conn_put(c);
 }
 
 static ssize_t sock_send(struct sdp_sock *s, const struct iovec *iov, int cnt,
@@ -56,10 +68,19 @@ static ssize_t sock_send(struct sdp_sock *s, const struct iovec *iov, int cnt,
 		r = -EPIPE;	/* as Linux TCP: never connected -> EPIPE */
 		goto out;
 	}
-	r = sdp_conn_send(c, iov, cnt, flags,
-			  atomic_load(&s->nonblock) ? SDP_IO_NONBLOCK : 0,
-			  s->sndtimeo_ms);
-	sdp_conn_put(c);
+	/* -ERESTART: the connection went to another process of the family
+	 * while this call waited (engine/handover.h): ask for it back. */
+	while ((r = sdp_conn_send(c, iov, cnt, flags,
+				  atomic_load(&s->nonblock) ? SDP_IO_NONBLOCK :
+				  0, s->sndtimeo_ms)) == -ERESTART) {
+		conn_done(c);
+		c = conn_of(s);
+		if (c == ERR_PTR_BADFD)
+			return -EBADFD;
+		if (!c)
+			return -EPIPE;
+	}
+	conn_done(c);
 out:
 	if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
 		raise(SIGPIPE);		/* as the kernel: to the calling thread */
@@ -76,10 +97,17 @@ static ssize_t sock_recv(struct sdp_sock *s, const struct iovec *iov, int cnt,
 		return -EBADFD;
 	if (!c)
 		return -ENOTCONN;
-	r = sdp_conn_recv(c, iov, cnt, flags,
-			  atomic_load(&s->nonblock) ? SDP_IO_NONBLOCK : 0,
-			  s->rcvtimeo_ms);
-	sdp_conn_put(c);
+	while ((r = sdp_conn_recv(c, iov, cnt, flags,
+				  atomic_load(&s->nonblock) ? SDP_IO_NONBLOCK :
+				  0, s->rcvtimeo_ms)) == -ERESTART) {
+		conn_done(c);	/* moved while we waited: ask it back */
+		c = conn_of(s);
+		if (c == ERR_PTR_BADFD)
+			return -EBADFD;
+		if (!c)
+			return -ENOTCONN;
+	}
+	conn_done(c);
 	return r;
 }
 
@@ -426,7 +454,7 @@ static size_t send_room(struct sdp_sock *s)
 	if (!c || c == ERR_PTR_BADFD)
 		return 0;
 	room = sdp_conn_send_room(c);
-	sdp_conn_put(c);
+	conn_done(c);
 	return room;
 }
 
@@ -463,7 +491,7 @@ static ssize_t send_file_in_place(struct sdp_sock *s, int in_fd, off_t pos,
 	if (!c || c == ERR_PTR_BADFD)
 		return 0;	/* the ordinary path reports it */
 	r = sdp_conn_send_fill(c, len, file_fill, &f);
-	sdp_conn_put(c);
+	conn_done(c);
 	return r;
 }
 

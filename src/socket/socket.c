@@ -98,7 +98,7 @@ void sdp_sock_release(struct sdp_sock *s)
 	sdp_epfast_conns_changed();
 	pthread_mutex_lock(&s->lock);
 	if (s->conn && others_hold(s)) {
-		sdp_conn_detach(s->conn);	/* drops our reference */
+		sdp_conn_detach(s->conn, &s->ready);	/* drops our ref */
 		s->conn = NULL;
 	} else if (s->conn) {
 		int abort = s->linger.l_onoff && s->linger.l_linger == 0;

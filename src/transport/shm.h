@@ -218,6 +218,9 @@ struct shm_qp {
 	uint64_t peer_base;
 	pid_t peer_pid;
 	int peer_pidfd;			/* liveness of peer_pid, or -1 */
+	/* The peer gave its readiness fd to the process this QP moved from
+	 * (shm_handover.c): it may wait for a byte we cannot write. */
+	bool peer_app_fd_lost;
 	int peer_app_fd;		/* peer's readiness fd (share_app_fd),
 					 * or -1; used and closed only under
 					 * the owner's lock */
@@ -343,13 +346,19 @@ int sdp__shm_futex_wake(_Atomic uint32_t *word);
  * fd, for a solicited SEND) wakes its application directly when armed and
  * the owner has not yet taken all `published` completions; `words` is the
  * owner's wake page mapped here, or NULL. */
+/* The same for a solicited message when we cannot write the peer's
+ * readiness byte (peer_app_fd_lost): ring its progress doorbell whenever
+ * its application waits for one. */
+void sdp__shm_wake_owner_nofd(struct shm_ctrl *c, int sock);
 void sdp__shm_wake_owner_seg(struct shm_ctrl *c, int sock, int app_fd,
 			     const _Atomic uint64_t *words, uint32_t published);
 /* shm_appwake.c: read doorbells and a shared app fd off the unix socket;
- * wake the owner of `c` through `app_fd` if armed (true if done). */
+ * wake the owner of `c` through `app_fd` if armed: 1 done, 0 not (the
+ * caller rings the doorbell if armed), -1 `app_fd` is not a descriptor of
+ * this process (the caller rings the doorbell). */
 void sdp__shm_read_doorbells(struct shm_qp *qp);
 int sdp__shm_app_word(struct sdp_qp *qp, int handle);
-bool sdp__shm_app_wake(struct shm_ctrl *c, int app_fd,
+int sdp__shm_app_wake(struct shm_ctrl *c, int app_fd,
 		       const _Atomic uint64_t *words, uint32_t published);
 void sdp__shm_wake_self(struct shm_qp *qp, bool force_event);
 bool sdp__shm_check_peer(struct shm_qp *qp);
@@ -365,6 +374,10 @@ int sdp__shm_app_arm(struct sdp_qp *qp, int on);
 const _Atomic uint32_t *sdp__shm_app_arrivals(struct sdp_qp *qp);
 void sdp__shm_app_sleep_id(struct sdp_qp *qp, uint64_t id);
 void sdp__shm_drop_peer_app_fd(struct sdp_qp *qp);
+/* shm_handover.c: the QP changes process within a fork family. */
+ssize_t sdp__shm_export_qp(struct sdp_qp *qp, void *buf, size_t cap);
+int sdp__shm_import_qp(struct sdp_qp *qp, const void *buf, size_t len);
+void sdp__shm_summon(struct sdp_qp *qp);
 uint64_t sdp__shm_now_ms(void);
 
 /* shm_rdma.c */

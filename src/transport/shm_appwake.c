@@ -183,7 +183,7 @@ static bool word_says_quiet(struct shm_ctrl *c, const _Atomic uint64_t *words,
 	       (*word == woke_word && *val == woke_word_val);
 }
 
-bool sdp__shm_app_wake(struct shm_ctrl *c, int app_fd,
+int sdp__shm_app_wake(struct shm_ctrl *c, int app_fd,
 		       const _Atomic uint64_t *words, uint32_t published)
 {
 	uint32_t v = atomic_load(&c->app_armed);
@@ -192,9 +192,9 @@ bool sdp__shm_app_wake(struct shm_ctrl *c, int app_fd,
 	ssize_t r;
 
 	if (v == APP_QUIET)
-		return true;	/* the application will look: no syscall */
+		return 1;	/* the application will look: no syscall */
 	if (v == APP_WORD && word_says_quiet(c, words, &val, &word))
-		return true;
+		return 1;
 	/* Loaded after ARMED: an id stored before a later arm is seen with
 	 * it, so a stale id can only mismatch. */
 	id = v == APP_ARMED ? atomic_load(&c->app_sleep_id) : 0;
@@ -203,8 +203,8 @@ bool sdp__shm_app_wake(struct shm_ctrl *c, int app_fd,
 		 * which then looks at this one in user space. */
 		if (atomic_compare_exchange_strong(&c->app_armed, &v,
 						   APP_QUIET))
-			return true;
-		return false;	/* the owner disarmed meanwhile */
+			return 1;
+		return 0;	/* the owner disarmed meanwhile */
 	}
 
 	/* ARMED: wake the application.  WRITTEN: it was woken and has not
@@ -214,24 +214,30 @@ bool sdp__shm_app_wake(struct shm_ctrl *c, int app_fd,
 	 * which is one-shot, than with a syscall per message. */
 	if ((v != APP_ARMED && v != APP_WORD) ||
 	    !atomic_compare_exchange_strong(&c->app_armed, &v, APP_WRITING))
-		return false;
+		return 0;
 	if (atomic_load(&c->cq_cons) == published) {
 		/* The owner took our messages before it armed (it polled
 		 * for another reason): a byte now would announce nothing,
 		 * and an application woken to read nothing gets EAGAIN,
 		 * which some programs (wrk) count as an error. */
 		atomic_store(&c->app_armed, v);
-		return true;
+		return 1;
 	}
 	atomic_store_explicit(&c->app_woke_upto, published,
 			      memory_order_relaxed);
 	r = send(app_fd, "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-	(void)r;	/* full: readable anyway; gone: reset */
+	if (r < 0 && (errno == EBADF || errno == ENOTSOCK)) {
+		/* Not a descriptor of this process (any more): nobody was
+		 * woken.  The caller rings the progress doorbell instead. */
+		atomic_store(&c->app_armed, v);
+		return -1;
+	}
+	/* Full: readable anyway; the peer's end gone: a reset. */
 	woke_id = id;
 	woke_word = word;
 	woke_word_val = val;
 	atomic_store(&c->app_armed, APP_WRITTEN);
-	return true;
+	return 1;
 }
 
 void sdp__shm_drop_peer_app_fd(struct sdp_qp *sq)

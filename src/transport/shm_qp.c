@@ -436,10 +436,13 @@ static enum sdp_wc_status do_send(struct shm_qp *qp,
 	atomic_store_explicit(&cqe->status, SHM_CQE_OK, memory_order_relaxed);
 	/* seq_cst: ordered before the peer's armed/waiters checks below. */
 	atomic_store(&p->ctrl->cq_prod, qp->peer_cons);
-	sdp__shm_wake_owner_seg(p->ctrl, qp->sock,
-				(wr->flags & SDP_SEND_SOLICITED) ?
-				qp->peer_app_fd : -1, qp->peer_words,
-				qp->peer_cons);
+	if ((wr->flags & SDP_SEND_SOLICITED) && qp->peer_app_fd_lost)
+		sdp__shm_wake_owner_nofd(p->ctrl, qp->sock);
+	else
+		sdp__shm_wake_owner_seg(p->ctrl, qp->sock,
+					(wr->flags & SDP_SEND_SOLICITED) ?
+					qp->peer_app_fd : -1, qp->peer_words,
+					qp->peer_cons);
 	return SDP_WC_SUCCESS;
 }
 
@@ -696,6 +699,9 @@ const struct sdp_transport_ops sdp__shm_ops = {
 	.disconnect = shm_disconnect,
 	.destroy_qp = shm_destroy_qp,
 	.detach_qp = shm_detach_qp,
+	.export_qp = sdp__shm_export_qp,
+	.import_qp = sdp__shm_import_qp,
+	.summon = sdp__shm_summon,
 	.recv_region = shm_recv_region,
 	.reg_mr = sdp__shm_reg_mr,
 	.dereg_mr = sdp__shm_dereg_mr,

@@ -72,14 +72,45 @@ void sdp__shm_wake_owner_seg(struct shm_ctrl *c, int sock, int app_fd,
 		sdp__shm_futex_wake(&c->seq);
 		return;
 	}
-	if (app_fd >= 0 && sdp__shm_app_wake(c, app_fd, words, published))
-		return;
+	if (app_fd >= 0) {
+		int r = sdp__shm_app_wake(c, app_fd, words, published);
+
+		if (r > 0)
+			return;
+		if (r < 0) {
+			/* The byte could not be written while the
+			 * application waits for one: ring the doorbell even
+			 * if the progress thread did not arm it. */
+			sdp__shm_wake_owner_nofd(c, sock);
+			return;
+		}
+	}
 	if (sock >= 0 && atomic_load(&c->armed) &&
 	    atomic_exchange(&c->armed, 0)) {
 		ssize_t r = send(sock, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 
 		(void)r;	/* full or gone: the fd is readable anyway */
 	}
+}
+
+void sdp__shm_wake_owner_nofd(struct shm_ctrl *c, int sock)
+{
+	uint32_t v;
+
+	if (!c)
+		return;
+	v = atomic_load(&c->app_armed);
+	if (sock >= 0 && v != APP_IDLE && v != APP_QUIET) {
+		atomic_fetch_add(&c->seq, 1);
+		if (atomic_load(&c->waiters))
+			sdp__shm_futex_wake(&c->seq);
+		atomic_store(&c->armed, 0);
+		ssize_t r = send(sock, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		(void)r;	/* full or gone: the fd is readable anyway */
+		return;
+	}
+	sdp__shm_wake_owner_seg(c, sock, -1, NULL, 0);
 }
 
 static void evfd_signal(int fd)

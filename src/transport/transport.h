@@ -41,6 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 struct sdp_qp;
 struct sdp_listener;
@@ -267,6 +268,18 @@ struct sdp_transport_ops {
 	 * on using it.  Providers that cannot share a QP across fork leave
 	 * this NULL and get destroy_qp (the connection then ends). */
 	void (*detach_qp)(struct sdp_qp *qp);
+	/* Hand-over between processes of one family (engine/handover.c):
+	 * write the QP's live state to `buf` (at most `cap` bytes; NULL asks
+	 * for the size), and load such a state into this process's copy of
+	 * the same QP (inherited by fork).  Only when nothing is in flight
+	 * that names this process's memory (registered regions).  Either
+	 * returns bytes/0, or -errno (-EBUSY: not now).  NULL: the QP cannot
+	 * change process (verbs), and a second process gets EBADFD. */
+	ssize_t (*export_qp)(struct sdp_qp *qp, void *buf, size_t cap);
+	int (*import_qp)(struct sdp_qp *qp, const void *buf, size_t len);
+	/* Wake the process that drives this QP now (its progress thread and
+	 * its waiting threads), from another process of the family. */
+	void (*summon)(struct sdp_qp *qp);
 
 	/* Memory. */
 	struct sdp_mr *(*recv_region)(struct sdp_qp *qp);
