@@ -52,6 +52,15 @@ static size_t rxq_bytes(const struct sdp_conn *c)
 	return (size_t)c->nbufs * sizeof(*c->rxq);
 }
 
+/* Where the transport's state starts: after the receive queue and the
+ * unsent bytes, aligned for any of its fields. */
+static size_t qp_state_off(const struct sdp_conn *c, size_t txq_len)
+{
+	size_t off = sizeof(struct sdp_mbox) + rxq_bytes(c) + txq_len;
+
+	return (off + 63) & ~(size_t)63;
+}
+
 static size_t mbox_size_for(struct sdp_conn *c)
 {
 	size_t txq = c->txq_cap > c->sndbuf ? c->txq_cap : c->sndbuf;
@@ -150,7 +159,7 @@ static int export_calls_locked(struct sdp_conn *c, uint32_t gen, int calls)
 		return -ENOTSUP;
 	if (!quiet_locked(c, calls))
 		return -EBUSY;
-	off = sizeof(*m) + rxq_bytes(c) + c->txq_len;
+	off = qp_state_off(c, c->txq_len);
 	if (off > c->mbox_size)
 		return -ENOSPC;
 	/* The peer's next message must ring whoever owns the connection
@@ -231,7 +240,8 @@ static int import(struct sdp_conn *c)
 		if (!txq)
 			return -ENOMEM;
 	}
-	r = SDP_TP(c->qp)->import_qp(c->qp, p + rxq_bytes(c) + m->txq_len,
+	r = SDP_TP(c->qp)->import_qp(c->qp, (const uint8_t *)m +
+				     qp_state_off(c, m->txq_len),
 				     (size_t)m->qp_len);
 	if (r < 0) {
 		if (txq != c->txq)
