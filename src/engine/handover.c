@@ -370,7 +370,7 @@ int sdp_handover_claim(struct sdp_conn *c)
 				return -EBADFD;
 			t0 = 0;
 			continue;
-		}	/* it uses the connection itself */
+		}
 		/* The owner died without leaving the state. */
 		pthread_mutex_lock(&adopt_lock);
 		r = sdp_owner_take_from(c->owner_slot, o);
