@@ -206,6 +206,9 @@ static void txq_consume(struct sdp_conn *c, uint32_t n)
 
 int sdp_tx_flush_locked(struct sdp_conn *c, int force)
 {
+	/* Another process drives it: our copy's queue is stale. */
+	if (!sdp_owner_is_me(c->owner_slot))
+		return 0;
 	if (sdp_zcopy_ctl_pending(c))
 		sdp_zcopy_flush_ctl_locked(c);
 	while (c->txq_len > 0 && tx_can_send_data(c)) {

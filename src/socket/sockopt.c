@@ -76,14 +76,42 @@ static int ms_to_tv(void *v, socklen_t *len, int ms)
 	return 0;
 }
 
-/* Push options with a connection-level effect down to the engine. */
-static void sync_conn(struct sdp_sock *s)
+/* The socket's connection, made ours first (an option is set on the
+ * connection every process of the family shares, as with TCP: the process
+ * that sets it drives it from then on, engine/handover.h).  NULL if none,
+ * or if another process cannot let go; then end_conn() after use. */
+static struct sdp_conn *own_conn(struct sdp_sock *s)
 {
 	struct sdp_conn *c;
 
 	pthread_mutex_lock(&s->lock);
 	c = s->kind == SDP_SK_CONN ? s->conn : NULL;
-	if (c) {
+	if (c)
+		sdp_conn_get(c);
+	pthread_mutex_unlock(&s->lock);
+	if (!c)
+		return NULL;
+	sdp_conn_call_begin(c);
+	if (sdp_conn_claim(c) == 0)
+		return c;
+	sdp_conn_call_end(c);
+	sdp_conn_put(c);
+	return NULL;
+}
+
+static void end_conn(struct sdp_conn *c)
+{
+	sdp_conn_call_end(c);
+	sdp_conn_put(c);
+}
+
+/* Push options with a connection-level effect down to the engine. */
+static void sync_conn(struct sdp_sock *s)
+{
+	struct sdp_conn *c = own_conn(s);
+
+	pthread_mutex_lock(&s->lock);
+	if (c && s->kind == SDP_SK_CONN && s->conn == c) {
 		pthread_mutex_lock(&c->lock);
 		c->oob_inline = !!s->oobinline;
 		if (c->nodelay != !!s->nodelay) {
@@ -102,6 +130,8 @@ static void sync_conn(struct sdp_sock *s)
 		pthread_mutex_unlock(&c->lock);
 	}
 	pthread_mutex_unlock(&s->lock);
+	if (c)
+		end_conn(c);
 }
 
 static int set_sol_socket(struct sdp_sock *s, int name, const void *v,
@@ -160,16 +190,16 @@ static int set_sol_socket(struct sdp_sock *s, int name, const void *v,
 /* SDP_ZCOPY_THRESH to the connection (it also gets it at connect/accept). */
 static void zcopy_push(struct sdp_sock *s)
 {
-	struct sdp_conn *c;
+	struct sdp_conn *c = own_conn(s);
 
+	if (!c)
+		return;
 	pthread_mutex_lock(&s->lock);
-	c = s->kind == SDP_SK_CONN ? s->conn : NULL;
-	if (c) {
-		pthread_mutex_lock(&c->lock);
-		sdp_zcopy_set_thresh_locked(c, s->zcopy_thresh);
-		pthread_mutex_unlock(&c->lock);
-	}
+	pthread_mutex_lock(&c->lock);
+	sdp_zcopy_set_thresh_locked(c, s->zcopy_thresh);
+	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&s->lock);
+	end_conn(c);
 }
 
 /* getsockopt(SDP_ZCOPY_THRESH): the value in effect. */

@@ -119,8 +119,15 @@ static void case_both_use(void)
 	if (ch < 0)
 		DIE_ERRNO("fork");
 	if (ch == 0) {
-		ssize_t n = send(c, "c", 1, MSG_NOSIGNAL);
+		int one = 1;
+		ssize_t n;
 
+		/* An option set by the child moves the connection to it
+		 * first, as its send would (the option reaches the engine's
+		 * live state, not a stale copy). */
+		if (setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)))
+			_exit(3);
+		n = send(c, "c", 1, MSG_NOSIGNAL);
 		_exit(n == 1 ? 0 : 4);
 	}
 	if (waitpid(ch, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
