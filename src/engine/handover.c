@@ -130,25 +130,10 @@ static int quiet_locked(const struct sdp_conn *c, int calls)
 	       !c->zc_snk_peer.writing;
 }
 
-static int export_calls_locked(struct sdp_conn *c, uint32_t gen, int calls);
 
-static int export_locked(struct sdp_conn *c, uint32_t gen)
-{
-	return export_calls_locked(c, gen, 0);
-}
-
-int sdp_handover_yield_locked(struct sdp_conn *c)
-{
-	if (!sdp_owner_is_me(c->owner_slot) ||
-	    !sdp_owner_asked(c->owner_slot) ||
-	    export_calls_locked(c, sdp_owner_next_gen(c->owner_slot), 1) < 0)
-		return 0;
-	sdp_owner_release(c->owner_slot);
-	c->detached = 1;
-	return 1;
-}
-
-static int export_calls_locked(struct sdp_conn *c, uint32_t gen, int calls)
+/* Write the mailbox; `calls`: our calls inside the engine on it that may
+ * stay (a call that yields counts itself). */
+static int export_locked(struct sdp_conn *c, uint32_t gen, int calls)
 {
 	struct sdp_mbox *m = c->mbox;
 	uint8_t *p;
@@ -192,18 +177,31 @@ static int export_calls_locked(struct sdp_conn *c, uint32_t gen, int calls)
 	return 0;
 }
 
-int sdp_handover_serve_locked(struct sdp_conn *c)
+/* Another process asked: write the mailbox and let go.  1 handed over,
+ * 0 nobody asked, -EBUSY not now (something of ours is in flight). */
+static int hand_over_locked(struct sdp_conn *c, int calls)
 {
 	if (!sdp_owner_is_me(c->owner_slot) || !sdp_owner_asked(c->owner_slot))
 		return 0;
-	if (export_locked(c, sdp_owner_next_gen(c->owner_slot)) < 0) {
-		/* Not now: the asker waits, and gives up if we stay busy. */
-		sdp_owner_set_busy(c->owner_slot, 1);
-		return 0;
-	}
+	if (export_locked(c, sdp_owner_next_gen(c->owner_slot), calls) < 0)
+		return -EBUSY;
 	sdp_owner_release(c->owner_slot);
 	c->detached = 1;	/* the QP is detached, never destroyed, here */
 	return 1;
+}
+
+int sdp_handover_serve_locked(struct sdp_conn *c)
+{
+	int r = hand_over_locked(c, 0);
+
+	if (r < 0)	/* the asker waits, and gives up if we stay busy */
+		sdp_owner_set_busy(c->owner_slot, 1);
+	return r > 0;
+}
+
+int sdp_handover_yield_locked(struct sdp_conn *c)
+{
+	return hand_over_locked(c, 1) > 0;
 }
 
 void sdp_handover_leave_locked(struct sdp_conn *c)
@@ -213,7 +211,7 @@ void sdp_handover_leave_locked(struct sdp_conn *c)
 	/* A state that cannot be written (a call of ours still inside) is
 	 * lost: the next taker then resets the connection, an error the
 	 * application sees, never a hole in the stream. */
-	export_locked(c, sdp_owner_next_gen(c->owner_slot));
+	export_locked(c, sdp_owner_next_gen(c->owner_slot), 0);
 	sdp_owner_release(c->owner_slot);
 	c->detached = 1;
 }

@@ -56,6 +56,23 @@ static void conn_done(struct sdp_conn *c)
 	sdp_conn_put(c);
 }
 
+/* The connection went to another process of the family while the call
+ * waited (-ERESTART, engine/handover.h): ask for it back.  0, or the
+ * error the call returns (`none`: the socket has no connection now). */
+static int conn_again(struct sdp_sock *s, struct sdp_conn **c, int none)
+{
+	conn_done(*c);
+	*c = conn_of(s);
+	if (*c == ERR_PTR_BADFD)
+		return -EBADFD;
+	return *c ? 0 : none;
+}
+
+static int io_flags(struct sdp_sock *s)
+{
+	return atomic_load(&s->nonblock) ? SDP_IO_NONBLOCK : 0;
+}
+
 static ssize_t sock_send(struct sdp_sock *s, const struct iovec *iov, int cnt,
 			 int flags)
 {
@@ -68,17 +85,12 @@ static ssize_t sock_send(struct sdp_sock *s, const struct iovec *iov, int cnt,
 		r = -EPIPE;	/* as Linux TCP: never connected -> EPIPE */
 		goto out;
 	}
-	/* -ERESTART: the connection went to another process of the family
-	 * while this call waited (engine/handover.h): ask for it back. */
-	while ((r = sdp_conn_send(c, iov, cnt, flags,
-				  atomic_load(&s->nonblock) ? SDP_IO_NONBLOCK :
-				  0, s->sndtimeo_ms)) == -ERESTART) {
-		conn_done(c);
-		c = conn_of(s);
-		if (c == ERR_PTR_BADFD)
-			return -EBADFD;
-		if (!c)
-			return -EPIPE;
+	while ((r = sdp_conn_send(c, iov, cnt, flags, io_flags(s),
+				  s->sndtimeo_ms)) == -ERESTART) {
+		int e = conn_again(s, &c, -EPIPE);
+
+		if (e)
+			return e;
 	}
 	conn_done(c);
 out:
@@ -97,15 +109,12 @@ static ssize_t sock_recv(struct sdp_sock *s, const struct iovec *iov, int cnt,
 		return -EBADFD;
 	if (!c)
 		return -ENOTCONN;
-	while ((r = sdp_conn_recv(c, iov, cnt, flags,
-				  atomic_load(&s->nonblock) ? SDP_IO_NONBLOCK :
-				  0, s->rcvtimeo_ms)) == -ERESTART) {
-		conn_done(c);	/* moved while we waited: ask it back */
-		c = conn_of(s);
-		if (c == ERR_PTR_BADFD)
-			return -EBADFD;
-		if (!c)
-			return -ENOTCONN;
+	while ((r = sdp_conn_recv(c, iov, cnt, flags, io_flags(s),
+				  s->rcvtimeo_ms)) == -ERESTART) {
+		int e = conn_again(s, &c, -ENOTCONN);
+
+		if (e)
+			return e;
 	}
 	conn_done(c);
 	return r;
