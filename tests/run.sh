@@ -272,6 +272,10 @@ for acc in block select poll epoll; do
 done
 itest "itest/forkserver-epoll-later" 120 sdp_forkserver --family "$FAM4" --accept epoll --parent-close later --conns 1000
 itest "itest/forkserver-select-never" 120 sdp_forkserver --family "$FAM4" --accept select --parent-close never --conns 300
+# The same with children that exec themselves on the connection (inetd).
+itest "itest/forkserver-exec-block-now" 120 sdp_forkserver --family "$FAM4" --accept block --parent-close now --conns 600 --exec
+itest "itest/forkserver-exec-poll-later" 120 sdp_forkserver --family "$FAM4" --accept poll --parent-close later --conns 600 --exec --greeting
+itest "itest/forkserver-exec-select-never" 120 sdp_forkserver --family "$FAM4" --accept select --parent-close never --conns 300 --exec --max-req 4M
 itest "itest/exec" 60 sdp_exec --family "$FAM4"
 itest "itest/exec6" 60 sdp_exec --family "$FAM6"
 itest "itest/semantics" 120 sdp_semantics --family "$FAM4"
@@ -300,6 +304,7 @@ if [ "$FAMILY" = sdp ]; then
 	itest "switch/semantics6" 120 sdp_semantics --family tcp6
 	itest "switch/fork" 60 sdp_fork --family tcp
 	itest "switch/forkserver-poll-later" 120 sdp_forkserver --family tcp --accept poll --parent-close later --conns 600
+	itest "switch/forkserver-exec-epoll-now" 120 sdp_forkserver --family tcp --accept epoll --parent-close now --conns 600 --exec
 	itest "switch/exec" 60 sdp_exec --family tcp
 	itest "switch/kill" 60 sdp_kill --family tcp
 fi

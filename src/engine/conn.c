@@ -19,6 +19,7 @@
 #include "engine/atfork.h"
 #include "engine/config.h"
 #include "engine/handover.h"
+#include "engine/relay.h"
 #include "engine/owner.h"
 #include "engine/progress.h"
 #include "engine/stats_shm.h"
@@ -238,7 +239,7 @@ void sdp_conn_detach(struct sdp_conn *c, struct sdp_ready *r)
 	if (sdp_owner_is_me(c->owner_slot) && c->qp)
 		sdp_tx_flush_locked(c, 1);
 	if (kept && sdp_owner_is_me(c->owner_slot) && c->qp &&
-	    SDP_TP(c->qp)->export_qp) {
+	    (SDP_TP(c->qp)->export_qp || sdp_relay_active(c))) {
 		/* Our copy of the application's end is gone, and its number
 		 * may be reused: only the library end is ours to steer. */
 		*kept = *r;
@@ -279,6 +280,7 @@ static void conn_free(struct sdp_conn *c)
 	if (!c->detached)
 		sdp_owner_free(c->owner_slot);
 	sdp_handover_free(c);
+	sdp_relay_free(c);
 	if (c->ready_kept) {
 		sdp_ready_release(c->ready_kept);
 		free(c->ready_kept);

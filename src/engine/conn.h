@@ -57,6 +57,8 @@ enum sdp_reason {
 const char *sdp_reason_str(enum sdp_reason r);
 
 /* A received Data message still (partly) unread, in its private buffer. */
+struct sdp_relay;
+
 struct sdp_rx_seg {
 	uint32_t buf;		/* receive buffer index */
 	uint32_t off;		/* first unread payload byte within the buffer */
@@ -249,6 +251,8 @@ struct sdp_conn {
 	 * adopts the connection. */
 	unsigned inherited_refs:2;
 	struct sdp_ready *ready_kept;
+	/* Relayed for a process that exec'd (relay.h); NULL if not. */
+	struct sdp_relay *relay;
 	unsigned orphan:1;		/* application closed it */
 	unsigned registered:1;		/* in the progress thread's epoll */
 	unsigned dead:1;		/* queued for freeing */

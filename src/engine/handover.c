@@ -33,6 +33,7 @@
 #include "engine/config.h"
 #include "engine/conn.h"
 #include "engine/owner.h"
+#include "engine/relay.h"
 #include "engine/progress.h"
 
 struct sdp_mbox {
@@ -79,8 +80,9 @@ static void give_mailbox(struct sdp_conn *c, void *arg)
 	void *p;
 	size_t n;
 
-	(void)arg;
 	pthread_mutex_lock(&c->lock);
+	if (c->owner_slot >= 0)
+		++*(int *)arg;	/* a child may ask for a relay (relay.h) */
 	if (!c->mbox && c->qp && SDP_TP(c->qp)->export_qp &&
 	    c->owner_slot >= 0) {
 		n = mbox_size_for(c);
@@ -96,7 +98,11 @@ static void give_mailbox(struct sdp_conn *c, void *arg)
 
 static void handover_prepare(void)
 {
-	sdp_progress_foreach(give_mailbox, NULL);
+	int n = 0;
+
+	sdp_progress_foreach(give_mailbox, &n);
+	if (n)
+		sdp_relay_before_fork();	/* children may exec */
 }
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -183,6 +189,8 @@ static int hand_over_locked(struct sdp_conn *c, int calls)
 {
 	if (!sdp_owner_is_me(c->owner_slot) || !sdp_owner_asked(c->owner_slot))
 		return 0;
+	if (sdp_owner_relayed(c->owner_slot))
+		return -EBUSY;	/* the relay lives here (relay.h) */
 	if (export_locked(c, sdp_owner_next_gen(c->owner_slot), calls) < 0)
 		return -EBUSY;
 	sdp_owner_release(c->owner_slot);

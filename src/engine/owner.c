@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * owner.c — owner slots shared by a process family (see owner.h).
- * A slot is four words: the owner (a pid, 0 released, FREE unused), the
- * asker (a pid, or 0), and the generation of the last release.
+ * A slot is five words: the owner (a pid, 0 released, FREE unused), the
+ * asker (a pid, or 0), the generation of the last release, the owner's
+ * "busy", and the exec relay's request (relay.h): the asker, then
+ * "accepted" for good.
  */
 #include "engine/owner.h"
 #include "engine/atfork.h"
@@ -29,7 +31,10 @@ struct owner_slot {
 	_Atomic uint32_t asker;
 	_Atomic uint32_t gen;
 	_Atomic uint32_t busy;	/* the owner declined: a call of its own */
+	_Atomic uint32_t relay;	/* futex word: requester pid, | ACCEPTED */
 };
+
+#define RELAY_ACCEPTED 0x80000000u
 
 struct owner_region {
 	_Atomic uint32_t hint;
@@ -100,6 +105,7 @@ int sdp_owner_alloc(void)
 		expect = atomic_load(&s->owner);
 		if (atomic_compare_exchange_strong(&s->owner, &expect, me)) {
 			atomic_store(&s->asker, 0);
+			atomic_store(&s->relay, 0);
 			atomic_store(&s->gen, 1);
 			atomic_store(&r->hint, i + 1);
 			return (int)i;
@@ -269,4 +275,80 @@ int sdp_owner_gone(int slot)
 	struct owner_slot *s = slot_of(slot);
 
 	return s && atomic_load(&s->owner) == OWNER_FREE;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Wait on `word` while it holds `v`, until `end` (CLOCK_MONOTONIC ns). */
+static void wait_word(_Atomic uint32_t *word, uint32_t v, uint64_t end)
+{
+	uint64_t now = mono_ns();
+	struct timespec rel;
+
+	if (now >= end)
+		return;
+	rel.tv_sec = (time_t)((end - now) / 1000000000ull);
+	rel.tv_nsec = (long)((end - now) % 1000000000ull);
+	syscall(SYS_futex, word, FUTEX_WAIT, v, &rel, NULL, 0);
+}
+
+int sdp_owner_relay_ask(int slot)
+{
+	struct owner_slot *s = slot_of(slot);
+	uint32_t o, v = 0;
+
+	if (!s)
+		return -ENOTSUP;
+	o = atomic_load(&s->owner);
+	if (o == me || o == 0 || o == OWNER_FREE)
+		return -ENOTSUP;
+	if (!atomic_compare_exchange_strong(&s->relay, &v, me))
+		return -EBUSY;		/* relayed already, or being asked */
+	return 0;
+}
+
+int sdp_owner_relay_wait(int slot, unsigned ms)
+{
+	struct owner_slot *s = slot_of(slot);
+	uint64_t end = mono_ns() + (uint64_t)ms * 1000000ull;
+	uint32_t v;
+
+	if (!s)
+		return 0;
+	while (atomic_load(&s->relay) == me && mono_ns() < end)
+		wait_word(&s->relay, me, end);
+	/* Withdraw the request unless it was accepted meanwhile: exactly
+	 * one of the owner's accept and this withdrawal wins. */
+	v = me;
+	if (atomic_compare_exchange_strong(&s->relay, &v, 0))
+		return 0;
+	return v == (me | RELAY_ACCEPTED);
+}
+
+int sdp_owner_relay_accept(int slot, uint32_t asker)
+{
+	struct owner_slot *s = slot_of(slot);
+	uint32_t v = asker;
+
+	if (!s || !asker || (asker & RELAY_ACCEPTED) ||
+	    atomic_load(&s->owner) != me)
+		return 0;
+	if (!atomic_compare_exchange_strong(&s->relay, &v,
+					    asker | RELAY_ACCEPTED))
+		return 0;
+	syscall(SYS_futex, &s->relay, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	return 1;
+}
+
+int sdp_owner_relayed(int slot)
+{
+	struct owner_slot *s = slot_of(slot);
+
+	return s && (atomic_load(&s->relay) & RELAY_ACCEPTED);
 }

@@ -57,4 +57,17 @@ int sdp_owner_alive(uint32_t pid);
 /* The connection was closed for good by the process that drove it (its
  * last descriptor elsewhere closed first). */
 int sdp_owner_gone(int slot);
+
+/* exec relay (relay.h).  A process about to exec asks the owner to relay
+ * the connection for its new image: 0 (asked: send the request, then
+ * wait), -ENOTSUP (nobody else owns it), -EBUSY (relayed already, or
+ * another process is asking). */
+int sdp_owner_relay_ask(int slot);
+/* Wait up to `ms` for the owner to accept; withdraws the request if it did
+ * not.  1 accepted, 0 not. */
+int sdp_owner_relay_wait(int slot, unsigned ms);
+/* Owner: accept `asker`'s request (1), unless it was withdrawn (0). */
+int sdp_owner_relay_accept(int slot, uint32_t asker);
+/* Is the connection relayed (for good)? */
+int sdp_owner_relayed(int slot);
 #endif

@@ -40,12 +40,14 @@
 #include "engine/real.h"
 #include "engine/handover.h"
 #include "engine/owner.h"
+#include "engine/relay.h"
 #include "engine/stats_shm.h"	/* sdpstat */
 #include "engine/tsan.h"
 
 #define TAG_LISTENER 0x1ul
 #define TAG_MASK 0x3ul
 #define TAG_STAT 0x4ul	/* sdpstat wake socket: compared first */
+#define TAG_RELAY 0x8ul	/* relay requests (relay.h) */
 
 static struct {
 	pthread_mutex_t start_lock;
@@ -317,15 +319,55 @@ void sdp_progress_arm_timer(struct sdp_conn *c)
 
 void sdp_progress_watch_holders(struct sdp_conn *c)
 {
-	struct epoll_event ev = { .events = EPOLLRDHUP, .data.ptr = c };
+	if (c->ready_kept && c->ready_kept->lib_fd >= 0)
+		sdp_progress_watch_fd(c, c->ready_kept->lib_fd, EPOLLRDHUP);
+}
 
-	if (c->registered && c->ready_kept && c->ready_kept->lib_fd >= 0)
-		epoll_ctl(P.epfd, EPOLL_CTL_ADD, c->ready_kept->lib_fd, &ev);
+int sdp_progress_watch_relay(int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr =
+				  (void *)TAG_RELAY };
+
+	if (!P.started)
+		return -EINVAL;
+	return epoll_ctl(P.epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : -errno;
+}
+
+int sdp_progress_watch_fd(struct sdp_conn *c, int fd, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = c };
+
+	if (!c->registered)
+		return -EINVAL;
+	return epoll_ctl(P.epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : -errno;
+}
+
+void sdp_progress_unwatch_fd(int fd)
+{
+	epoll_ctl(P.epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+static int relaying(const struct sdp_conn *c)
+{
+	return c->relay && sdp_owner_relayed(c->owner_slot) &&
+	       !sdp_relay_done(c);
+}
+
+/* A connection we drive for other processes ends: the kernel closes a TCP
+ * socket when its last descriptor goes. */
+void sdp_progress_end_held_locked(struct sdp_conn *c, int abort)
+{
+	if (!c->held_elsewhere)
+		return;
+	if (c->ready_kept && c->ready_kept->lib_fd >= 0)
+		epoll_ctl(P.epfd, EPOLL_CTL_DEL, c->ready_kept->lib_fd, NULL);
+	c->held_elsewhere = 0;
+	sdp_conn_close_locked(c, abort);
 }
 
 /* A connection we drive for other processes (held_elsewhere): has the
- * last descriptor of it closed?  Then it closes, as the kernel closes a
- * TCP socket when its last descriptor goes. */
+ * last descriptor of it closed?  Not while it is relayed: the relay ends
+ * it (relay.c). */
 static void check_holders_locked(struct sdp_conn *c)
 {
 	struct pollfd p;
@@ -333,14 +375,14 @@ static void check_holders_locked(struct sdp_conn *c)
 	if (!c->held_elsewhere || !c->ready_kept ||
 	    c->ready_kept->lib_fd < 0)
 		return;
+	if (relaying(c))
+		return;
 	p.fd = c->ready_kept->lib_fd;
 	p.events = POLLRDHUP;
 	if (poll(&p, 1, 0) <= 0 ||
 	    !(p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
 		return;
-	epoll_ctl(P.epfd, EPOLL_CTL_DEL, p.fd, NULL);
-	c->held_elsewhere = 0;
-	sdp_conn_close_locked(c, 0);
+	sdp_progress_end_held_locked(c, 0);
 }
 
 static void unregister_conn_locked(struct sdp_conn *c)
@@ -351,6 +393,8 @@ static void unregister_conn_locked(struct sdp_conn *c)
 		epoll_ctl(P.epfd, EPOLL_CTL_DEL, fd, NULL);
 	if (c->held_elsewhere && c->ready_kept && c->ready_kept->lib_fd >= 0)
 		epoll_ctl(P.epfd, EPOLL_CTL_DEL, c->ready_kept->lib_fd, NULL);
+	if (relaying(c))
+		sdp_relay_abort_locked(c);
 	pthread_mutex_lock(&P.lock);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -384,7 +428,7 @@ static int poll_again;
 /* Run one connection's progress; returns 1 if it must be released. */
 static int service_conn(struct sdp_conn *c, uint64_t now)
 {
-	int spins = 0, release = 0, more;
+	int spins = 0, release = 0, more, relay;
 
 	pthread_mutex_lock(&c->lock);
 	if (!c->registered) {
@@ -423,7 +467,10 @@ static int service_conn(struct sdp_conn *c, uint64_t now)
 		sdp_progress_arm_timer(c);
 	if (c->registered && more)
 		poll_again = 1;
+	relay = !release && relaying(c);
 	pthread_mutex_unlock(&c->lock);
+	if (relay)
+		sdp_relay_pump(c);
 	return release;
 }
 
@@ -553,6 +600,8 @@ static void *progress_main(void *arg)
 				}
 			} else if (p == TAG_STAT) {	/* sdpstat */
 				sdp_stat_poked();
+			} else if (p == TAG_RELAY) {
+				sdp_relay_serve_requests();
 			} else if (p & TAG_LISTENER) {
 				struct sdp_listen *l = (void *)(p & ~TAG_MASK);
 
@@ -680,6 +729,14 @@ static void flush_one(struct sdp_conn *c, void *arg)
 	(void)arg;
 	if (!exit_lock(c))
 		return;
+	if (relaying(c)) {
+		/* Nobody can relay it after us (relay.h): both ends are
+		 * told, the peer by a reset. */
+		sdp_relay_abort_locked(c);
+		sdp_progress_end_held_locked(c, 1);
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
 	if (held_by_other_process(c)) {
 		if (!c->detached && sdp_owner_is_me(c->owner_slot)) {
 			sdp_conn_progress_locked(c);

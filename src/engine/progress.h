@@ -19,6 +19,15 @@ int sdp_progress_add_conn(struct sdp_conn *c);
 /* Watch for the last descriptor of a held_elsewhere connection to close
  * (c->lock held, after sdp_conn_detach kept its readiness pair). */
 void sdp_progress_watch_holders(struct sdp_conn *c);
+/* Watch another descriptor for `c` (its events service `c`; the
+ * connection must be registered), or stop. */
+int sdp_progress_watch_fd(struct sdp_conn *c, int fd, uint32_t events);
+void sdp_progress_unwatch_fd(int fd);
+/* Watch the socket relay requests arrive on (relay.h). */
+int sdp_progress_watch_relay(int fd);
+/* c->lock held: the last descriptor of a connection we drive for other
+ * processes is gone: close it (abort: with a reset). */
+void sdp_progress_end_held_locked(struct sdp_conn *c, int abort);
 /* Start watching a listener (takes a reference). */
 int sdp_progress_add_listener(struct sdp_listen *l);
 /* Stop watching `fd` (before closing it: a fork child may hold a copy,

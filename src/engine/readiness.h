@@ -23,9 +23,13 @@
 #ifndef SDP_READINESS_H
 #define SDP_READINESS_H
 
+#include <stdint.h>
+
 struct sdp_ready {
 	int app_fd;		/* what the application holds */
 	int lib_fd;		/* our end; -1 once closed (reset) */
+	uint64_t app_ino;	/* app_fd's inode: names the pair when the
+				 * application holds it under other numbers */
 	unsigned readable:1;	/* token queued */
 	unsigned unwritable:1;	/* app_fd send queue filled */
 	unsigned urgent:1;	/* MSG_OOB byte queued */

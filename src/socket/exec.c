@@ -69,6 +69,7 @@
 
 #include "engine/libthreads.h"
 #include "engine/progress.h"
+#include "engine/relay.h"
 #include "socket/sock.h"
 #include "socket/spawn.h"
 
@@ -161,16 +162,62 @@ struct exec_slot {
 	int fd;		/* the application's descriptor number */
 	int saved;	/* close-on-exec duplicate of the original, or -1 */
 	int cloexec;	/* fallback used: FD_CLOEXEC set on fd itself */
+	int relayed;	/* fd is now the relay stream (relay.h) */
 };
 
 #define EXEC_STACK_SLOTS 32
+#define EXEC_RELAYS 32
+
+struct exec_relay {
+	struct sdp_conn *conn;
+	int fd;		/* close-on-exec: the stream the new image gets */
+};
 
 struct exec_guard {
 	struct exec_slot *v;
 	int n;
 	size_t map_len;		/* mmap()ed slots, or 0 */
+	int may_relay;		/* this process may ask for relays */
+	int nrelay;
+	struct exec_relay relay[EXEC_RELAYS];
 	struct exec_slot stack[EXEC_STACK_SLOTS];
 };
+
+/*
+ * The stream the owner of fd's connection relays for the new image
+ * (relay.h), one per connection however many numbers name it; -errno if
+ * none (a reset then).  Only in a process of its own (not a vfork child)
+ * whose application runs one thread: the socket is read without the
+ * table's lock, and the wait for the owner blocks this thread.
+ */
+static int relayed(struct exec_guard *g, int fd, int fl)
+{
+	struct sdp_sock *s;
+	struct stat a;
+	int i, r;
+
+	if (!g->may_relay)
+		return -ENOTSUP;
+	s = sdp_fd_peek(fd);
+	if (!s || s->kind != SDP_SK_CONN || !s->conn)
+		return -ENOTSUP;
+	/* A stale entry (closed behind our back, reused) names some other
+	 * socket: the request must go through the connection's own pair. */
+	if (fstat(fd, &a) < 0 || !s->ready.app_ino ||
+	    (uint64_t)a.st_ino != s->ready.app_ino)
+		return -ENOTSUP;
+	for (i = 0; i < g->nrelay; i++)
+		if (g->relay[i].conn == s->conn)
+			return g->relay[i].fd;
+	if (g->nrelay == EXEC_RELAYS)
+		return -ENOSPC;
+	r = sdp_relay_ask(s->conn, fl >= 0 && (fl & O_NONBLOCK));
+	if (r < 0)
+		return r;
+	g->relay[g->nrelay].conn = s->conn;
+	g->relay[g->nrelay++].fd = r;
+	return r;
+}
 
 /* Descriptors to poison: in the table, open, without FD_CLOEXEC. */
 static int candidate(int fd)
@@ -187,6 +234,9 @@ static void guard_poison(struct exec_guard *g)
 	g->v = g->stack;
 	g->n = 0;
 	g->map_len = 0;
+	g->nrelay = 0;
+	g->may_relay = !sdp_in_memory_sharing_child() &&
+		       sdp_app_single_threaded();
 	for (fd = sdp_fd_scan_next(0); fd >= 0; fd = sdp_fd_scan_next(fd + 1))
 		n += candidate(fd);
 	if (n == 0)
@@ -219,16 +269,24 @@ static void guard_poison(struct exec_guard *g)
 		sl->fd = fd;
 		sl->saved = -1;
 		sl->cloexec = 0;
+		sl->relayed = 0;
 		fl = (int)sys_fcntl(fd, F_GETFL, 0);
-		p = poisoned(fl);
+		p = relayed(g, fd, fl);
+		if (p >= 0)
+			sl->relayed = 1;
+		else
+			p = poisoned(fl);
 		if (p >= 0) {
 			sl->saved = (int)sys_fcntl(fd, F_DUPFD_CLOEXEC, 0);
 			if (sl->saved >= 0 &&
 			    syscall(SYS_dup3, p, fd, 0) == fd) {
-				sys_close(p);
+				if (!sl->relayed)
+					sys_close(p);
 				continue;
 			}
-			sys_close(p);
+			if (!sl->relayed)
+				sys_close(p);
+			sl->relayed = 0;
 			if (sl->saved >= 0)
 				sys_close(sl->saved);
 			sl->saved = -1;
@@ -239,7 +297,9 @@ static void guard_poison(struct exec_guard *g)
 	}
 }
 
-/* The exec failed: give the caller its descriptors back, flags and all. */
+/* The exec failed: give the caller its descriptors back, flags and all.
+ * A relayed connection cannot come back (its owner relays it for good):
+ * the caller keeps the stream, now a plain socket to this library. */
 static void guard_restore(struct exec_guard *g)
 {
 	int i, e = errno;
@@ -247,13 +307,20 @@ static void guard_restore(struct exec_guard *g)
 	for (i = 0; i < g->n; i++) {
 		struct exec_slot *sl = &g->v[i];
 
-		if (sl->saved >= 0) {
+		if (sl->relayed) {
+			sys_close(sl->saved);
+			/* Our copy of the connection is never used again:
+			 * its reference is left behind with the entry. */
+			(void)sdp_fd_take(sl->fd);
+		} else if (sl->saved >= 0) {
 			syscall(SYS_dup3, sl->saved, sl->fd, 0);
 			sys_close(sl->saved);
 		} else if (sl->cloexec) {
 			sys_fcntl(sl->fd, F_SETFD, 0);
 		}
 	}
+	for (i = 0; i < g->nrelay; i++)
+		sys_close(g->relay[i].fd);
 	if (g->map_len)
 		munmap(g->v, g->map_len);
 	errno = e;

@@ -115,6 +115,13 @@ int sdp_fd_set(int fd, struct sdp_sock *s)
 	return 0;
 }
 
+struct sdp_sock *sdp_fd_peek(int fd)
+{
+	_Atomic(struct sdp_sock *) *p = slot(fd, 0);
+
+	return p ? atomic_load(p) : NULL;
+}
+
 struct sdp_sock *sdp_fd_take(int fd)
 {
 	_Atomic(struct sdp_sock *) *p = slot(fd, 0);

@@ -134,6 +134,9 @@ int sdp_fd_set(int fd, struct sdp_sock *s);
 struct sdp_sock *sdp_fd_take(int fd);
 /* Lock-free scan for exec (async-signal-safe): next mapped fd >= from. */
 int sdp_fd_scan_next(int from);
+/* The socket `fd` maps, without a lock or a reference: only where no other
+ * application thread can close it meanwhile (exec.c). */
+struct sdp_sock *sdp_fd_peek(int fd);
 void sdp_sock_put(struct sdp_sock *s);
 
 /* Socket object (socket.c). */

@@ -27,6 +27,7 @@
 #include "engine/stats_shm.h"
 #include "engine/zcopy.h"
 #include "sdp/sdp.h"
+#include "engine/relay.h"
 #include "socket/sock.h"
 #include "transport/fdhigh.h"
 
@@ -88,6 +89,8 @@ static int others_hold(const struct sdp_sock *s)
 {
 	struct pollfd p = { .fd = s->ready.lib_fd, .events = POLLRDHUP };
 
+	if (s->conn && sdp_relay_active(s->conn))
+		return 1;	/* a new image holds it (relay.h) */
 	if (p.fd < 0 || poll(&p, 1, 0) < 0)
 		return 0;
 	return !(p.revents & (POLLRDHUP | POLLHUP | POLLERR));
@@ -759,6 +762,42 @@ static int from_library(const void *ret_addr)
 	return (uintptr_t)ret_addr >= lib_lo && (uintptr_t)ret_addr < lib_hi;
 }
 
+/*
+ * The application closes `fd`, or puts another file on its number.  The
+ * number may be reused at once, by anything, a thread of this library
+ * included (a relay's stream arrives with the lowest free number,
+ * engine/relay.h): the readiness mirror, which reads and writes the
+ * application's end, must not name it any more.  Another number of the
+ * same socket takes its place, or none (every use then fails with EBADF,
+ * harmlessly: the socket is on its way out).  Returns the number it had.
+ */
+static int app_fd_going(struct sdp_sock *s, int fd)
+{
+	struct sdp_conn *c = s->conn;
+	int other = -1, n;
+
+	if (s->kind != SDP_SK_CONN || !c || s->ready.app_fd != fd)
+		return -1;
+	if (atomic_load(&s->nfds) > 1)
+		for (n = sdp_fd_scan_next(0); n >= 0 && other < 0;
+		     n = sdp_fd_scan_next(n + 1))
+			if (n != fd && sdp_fd_peek(n) == s)
+				other = n;
+	pthread_mutex_lock(&c->lock);
+	s->ready.app_fd = other;
+	pthread_mutex_unlock(&c->lock);
+	return fd;
+}
+
+static void app_fd_back(struct sdp_sock *s, int fd)
+{
+	if (fd < 0)
+		return;
+	pthread_mutex_lock(&s->conn->lock);
+	s->ready.app_fd = fd;
+	pthread_mutex_unlock(&s->conn->lock);
+}
+
 SDP_EXPORT int close(int fd)
 {
 	struct sdp_sock *s;
@@ -782,8 +821,10 @@ SDP_EXPORT int close(int fd)
 	/* Not a cancellation point here (its leave says 0): the descriptor
 	 * is gone already, and the release must run whole
 	 * (engine/cancel.h). */
-	if (s)
+	if (s) {
 		sdp_cancel_enter();
+		app_fd_going(s, fd);
+	}
 	r = sdp_real.close(fd);
 	if (s) {
 		if (atomic_fetch_sub(&s->nfds, 1) == 1)
@@ -938,7 +979,7 @@ SDP_EXPORT int dup(int fd)
 static int dup_onto(int oldfd, int newfd, int flags, int use3)
 {
 	struct sdp_sock *old;
-	int r;
+	int r, was;
 
 	sdp_real_init();
 	if ((oldfd == newfd && !use3) ||
@@ -948,10 +989,12 @@ static int dup_onto(int oldfd, int newfd, int flags, int use3)
 			      sdp_real.dup2(oldfd, newfd);
 	/* newfd is closed implicitly: release its SDP socket if any. */
 	old = sdp_fd_take(newfd);
+	was = old ? app_fd_going(old, newfd) : -1;
 	r = use3 ? sdp_real.dup3(oldfd, newfd, flags) :
 		   sdp_real.dup2(oldfd, newfd);
 	if (old) {
 		if (r < 0) {
+			app_fd_back(old, was);
 			sdp_fd_set(newfd, old);	/* nothing happened */
 			atomic_fetch_sub(&old->nfds, 1);
 		} else if (atomic_fetch_sub(&old->nfds, 1) == 1) {

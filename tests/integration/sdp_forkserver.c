@@ -9,9 +9,14 @@
  * Every request and answer carries a checksum; a lost, duplicated or
  * corrupt byte fails, and a hang is caught by the watchdog.
  *
+ * With --exec the child execs this program on the connection, inetd-style
+ * (sshd, git daemon): the socket on stdin and stdout, the original closed,
+ * and the new image answers the request there.
+ *
  * Usage: sdp_forkserver --family F [--accept block|select|poll|epoll]
  *          [--parent-close now|later|never] [--clients N] [--conns N]
- *          [--max-req BYTES] [--greeting]
+ *          [--max-req BYTES] [--greeting] [--exec]
+ *        sdp_forkserver --serve-stdio MAX_REQ GREETING   (internal)
  */
 #include "itest_common.h"
 
@@ -30,6 +35,7 @@ static size_t max_req = 64 * 1024;
  * the client reads it after sending its own (rsync's daemon protocol: both
  * sides write first). */
 static int greeting;
+static int exec_mode;
 static const char greet[8] = "@SDPD:1\n";
 
 /* Request: u32 length, u64 seed, payload(length) generated from the seed.
@@ -40,7 +46,7 @@ struct req_hdr {
 	uint64_t seed;
 } __attribute__((packed));
 
-static void serve_child(int s)
+static void serve_child(int s, int out)
 {
 	struct req_hdr h;
 	unsigned char *buf;
@@ -48,7 +54,7 @@ static void serve_child(int s)
 	prng_t r;
 
 	if (greeting)
-		write_full(s, greet, sizeof(greet), "child: greeting");
+		write_full(out, greet, sizeof(greet), "child: greeting");
 	if (read_full(s, &h, sizeof(h), "child: request header") != sizeof(h))
 		die("child: EOF before the request header");
 	if (h.len > max_req)
@@ -70,11 +76,28 @@ static void serve_child(int s)
 		free(exp);
 	}
 	sum = csum_buf(buf, h.len);
-	write_full(s, &sum, sizeof(sum), "child: answer checksum");
-	write_full(s, &h.len, sizeof(h.len), "child: answer length");
-	write_full(s, buf, h.len, "child: answer");
+	write_full(out, &sum, sizeof(sum), "child: answer checksum");
+	write_full(out, &h.len, sizeof(h.len), "child: answer length");
+	write_full(out, buf, h.len, "child: answer");
 	free(buf);
 	close(s);
+	if (out != s)
+		close(out);
+}
+
+/* --exec: the child becomes a new image serving on stdin/stdout. */
+static void exec_child(int s)
+{
+	char req[32], gr[2] = { greeting ? '1' : '0', 0 };
+
+	if (dup2(s, 0) != 0 || dup2(s, 1) != 1)
+		DIE_ERRNO("child: dup2");
+	if (s > 1)
+		close(s);
+	snprintf(req, sizeof(req), "%zu", max_req);
+	execl("/proc/self/exe", "sdp_forkserver", "--serve-stdio", req, gr,
+	      (char *)NULL);
+	DIE_ERRNO("child: execl(/proc/self/exe)");
 }
 
 static void client_proc(uint16_t port, int idx, long n)
@@ -175,6 +198,13 @@ int main(int argc, char **argv)
 	uint16_t port;
 
 	g_prog = "sdp_forkserver";
+	if (argc == 4 && !strcmp(argv[1], "--serve-stdio")) {
+		g_prog = "sdp_forkserver (exec'd)";
+		max_req = (size_t)atol(argv[2]);
+		greeting = argv[3][0] == '1';
+		serve_child(0, 1);
+		return 0;
+	}
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -202,12 +232,16 @@ int main(int argc, char **argv)
 		} else if (!strcmp(a, "--greeting")) {
 			greeting = 1;
 			i--;
+		} else if (!strcmp(a, "--exec")) {
+			exec_mode = 1;
+			i--;
 		} else if (!strcmp(a, "--max-req") && v) {
 			max_req = (size_t)parse_size(v);
 		} else {
 			die("usage: %s --family F [--accept block|select|poll|"
 			    "epoll] [--parent-close now|later|never] "
-			    "[--clients N] [--conns N] [--max-req BYTES]",
+			    "[--clients N] [--conns N] [--max-req BYTES] "
+			    "[--greeting] [--exec]",
 			    argv[0]);
 		}
 		i++;
@@ -265,7 +299,9 @@ int main(int argc, char **argv)
 				close(ep);
 			for (i = 0; i < held_n; i++)
 				close(held[i]);
-			serve_child(s);
+			if (exec_mode)
+				exec_child(s);
+			serve_child(s, s);
 			_exit(0);
 		}
 		served++;
@@ -290,8 +326,9 @@ int main(int argc, char **argv)
 	for (i = 0; i < held_n; i++)
 		close(held[i]);
 	watchdog_disarm();
-	info("ok: %ld connections served by forked children (%s accept, "
+	info("ok: %ld connections served by forked children%s (%s accept, "
 	     "parent closes %s, %d clients)", nconns,
+	     exec_mode ? " that exec'd" : "",
 	     acc_mode == ACC_BLOCK ? "blocking" : acc_mode == ACC_SELECT ?
 	     "select" : acc_mode == ACC_POLL ? "poll" : "epoll",
 	     close_mode == CLOSE_NOW ? "at once" : close_mode == CLOSE_LATER ?

@@ -1,0 +1,466 @@
+// SPDX-License-Identifier: MIT
+/*
+ * relay.c — a connection carried across exec() by the process that drives
+ * it (see relay.h).
+ *
+ * The request.  The exec'ing process writes a 12-byte record (magic and its
+ * pid) with one descriptor attached (SCM_RIGHTS) into its copy of the
+ * application's end of the readiness pair; it arrives on the library end,
+ * which the owner watches once its own descriptor is closed (nothing else
+ * flows that way then: the owner holds no application end to fill).  The
+ * owner slot (owner.h) carries the handshake: the asker names itself there
+ * first and waits; the owner accepts by turning the name into "accepted",
+ * and an asker that gave up has already withdrawn it, so exactly one of the
+ * two wins and a late request is simply closed.  A peer that holds a copy
+ * of the library end (appwake) cannot write into it: only holders of the
+ * application end can, and those are the family.
+ *
+ * The pump runs in the owner's progress thread, on the connection's own
+ * events and the stream's (edge-triggered), through the engine's ordinary
+ * non-blocking send and receive.  Each direction holds at most one buffer:
+ * a full stream stops reading the connection (its credits stop the peer),
+ * a full connection stops reading the stream.
+ */
+#include "engine/relay.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/appwake.h"
+#include "engine/atfork.h"
+#include "engine/config.h"
+#include "engine/conn.h"
+#include "engine/owner.h"
+#include "engine/progress.h"
+#include "engine/real.h"
+
+#define RELAY_MAGIC 0x59414c4552504453ull	/* "SDPRELAY" */
+#define RELAY_BUF 65536
+
+struct relay_req {
+	uint64_t magic;
+	uint32_t pid;		/* the asker */
+	uint32_t slot;		/* the connection's owner slot */
+};
+
+_Static_assert(sizeof(struct relay_req) == 16, "relay request: 16 bytes");
+
+struct sdp_relay {
+	int fd;			/* our end; the new image holds the other */
+	size_t out_off, out_len;	/* connection -> image, not yet written */
+	size_t in_off, in_len;		/* image -> connection, not yet sent */
+	unsigned out_eof:1;	/* the image was told: EOF or failure */
+	unsigned in_eof:1;	/* the image shut its writing side */
+	unsigned shut_sent:1;	/* ... and the connection's, after its bytes */
+	unsigned done:1;	/* ended: fd closed */
+	uint8_t out[RELAY_BUF];
+	uint8_t in[RELAY_BUF];
+};
+
+/* ---- the family's request sockets ---------------------------------------
+ *
+ * Each process that forks with connections makes one SOCK_SEQPACKET pair:
+ * it reads requests on `rx` (its progress thread), its children inherit
+ * `tx` (close-on-exec, like every library descriptor) and remember it as
+ * their parent's, with the ancestors' they inherited themselves.  A
+ * request is one datagram: the record and the stream's end.  Datagrams
+ * keep requests apart from anything else, whatever the owner does with
+ * its own descriptor of the connection meanwhile.
+ */
+#define RELAY_ANCESTORS 8
+
+static struct {
+	pthread_mutex_t lock;
+	int rx, tx;			/* ours, or -1 */
+	struct {
+		uint32_t pid;
+		int tx;
+	} up[RELAY_ANCESTORS];		/* nearest ancestor last */
+	int nup;
+	int atfork_done;
+} F = { PTHREAD_MUTEX_INITIALIZER, -1, -1, { { 0, -1 } }, 0, 0 };
+
+static void relay_atfork_child(void)
+{
+	pthread_mutex_init(&F.lock, NULL);
+	if (F.rx >= 0)
+		sdp_real.close(F.rx);	/* the parent's to read */
+	if (F.tx >= 0) {
+		if (F.nup == RELAY_ANCESTORS) {
+			sdp_real.close(F.up[0].tx);
+			memmove(&F.up[0], &F.up[1],
+				(RELAY_ANCESTORS - 1) * sizeof(F.up[0]));
+			F.nup--;
+		}
+		F.up[F.nup].pid = (uint32_t)getppid();
+		F.up[F.nup++].tx = F.tx;
+	}
+	F.rx = F.tx = -1;
+}
+
+void sdp_relay_before_fork(void)
+{
+	int sp[2];
+
+	pthread_mutex_lock(&F.lock);
+	if (!F.atfork_done) {
+		sdp_atfork_add(SDP_ATFORK_INNER, NULL, NULL,
+			       relay_atfork_child);
+		F.atfork_done = 1;
+	}
+	if (F.rx < 0 &&
+	    sdp_real.socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0,
+				sp) == 0) {
+		sdp_real.fcntl(sp[0], F_SETFL, O_NONBLOCK | O_RDWR);
+		if (sdp_progress_watch_relay(sp[0]) == 0) {
+			F.rx = sp[0];
+			F.tx = sp[1];
+		} else {
+			sdp_real.close(sp[0]);
+			sdp_real.close(sp[1]);
+		}
+	}
+	pthread_mutex_unlock(&F.lock);
+}
+
+/* ---- the exec'ing side: system calls and atomics only ------------------- */
+
+static int send_request(int tx, const struct relay_req *req, int fd,
+			unsigned ms)
+{
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct iovec iov = { (void *)req, sizeof(*req) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = u.b, .msg_controllen = sizeof(u.b) };
+	struct cmsghdr *cm;
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	struct pollfd p = { tx, POLLOUT, 0 };
+
+	memset(&u, 0, sizeof(u));
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	for (;;) {
+		long n = syscall(SYS_sendmsg, tx, &mh,
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (n >= 0)
+			return 0;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return -errno;
+		if (syscall(SYS_ppoll, &p, 1, &ts, NULL, 0) <= 0)
+			return -ETIMEDOUT;
+	}
+}
+
+int sdp_relay_ask(struct sdp_conn *c, int nonblock)
+{
+	uint32_t owner = sdp_owner_get(c->owner_slot);
+	struct relay_req req = { RELAY_MAGIC, (uint32_t)getpid(),
+				 (uint32_t)c->owner_slot };
+	int sp[2], r, i, tx = -1;
+
+	/* No lock: the list changes only in fork handlers. */
+	for (i = F.nup - 1; i >= 0 && tx < 0; i--)
+		if (F.up[i].pid == owner)
+			tx = F.up[i].tx;
+	if (tx < 0)
+		return -ENOTSUP;	/* not an ancestor of ours drives it */
+	r = sdp_owner_relay_ask(c->owner_slot);
+	if (r < 0)
+		return r;
+	if (syscall(SYS_socketpair, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
+		    sp) < 0) {
+		r = -errno;
+		sdp_owner_relay_wait(c->owner_slot, 0);	/* withdraw */
+		return r;
+	}
+	r = send_request(tx, &req, sp[1], sdp_cfg.fork_claim_ms);
+	syscall(SYS_close, sp[1]);
+	if (r < 0 || !sdp_owner_relay_wait(c->owner_slot,
+					   sdp_cfg.fork_claim_ms)) {
+		sdp_owner_relay_wait(c->owner_slot, 0);
+		syscall(SYS_close, sp[0]);
+		return r < 0 ? r : -ETIMEDOUT;
+	}
+	if (nonblock)
+		syscall(SYS_fcntl, sp[0], F_SETFL, O_NONBLOCK);
+	return sp[0];
+}
+
+/* ---- the owner's side --------------------------------------------------- */
+
+static int start_locked(struct sdp_conn *c, int fd, uint32_t pid)
+{
+	struct sdp_relay *r;
+
+	if (c->relay || !sdp_owner_is_me(c->owner_slot) || !c->registered ||
+	    c->orphan || c->state == SDP_ST_RESET ||
+	    c->state == SDP_ST_CLOSED)
+		return -EBUSY;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->fd = fd;
+	sdp_real.fcntl(fd, F_SETFL, O_NONBLOCK | O_RDWR);
+	if (sdp_progress_watch_fd(c, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP |
+					 EPOLLET) < 0) {
+		free(r);
+		return -ENOMEM;
+	}
+	if (!sdp_owner_relay_accept(c->owner_slot, pid)) {
+		sdp_progress_unwatch_fd(fd);	/* it gave up waiting */
+		free(r);
+		return -ETIMEDOUT;
+	}
+	c->relay = r;
+	/* The peer must ring our progress thread from now on, not wake an
+	 * application of ours that will not call (appwake.h). */
+	sdp_appwake_disarm_locked(c);
+	c->appwake_off = 1;
+	return 0;
+}
+
+struct request {
+	struct relay_req req;
+	int fd;
+};
+
+static void try_start(struct sdp_conn *c, void *arg)
+{
+	struct request *q = arg;
+
+	if (q->fd < 0 || c->owner_slot != (int)q->req.slot)
+		return;
+	pthread_mutex_lock(&c->lock);
+	if (start_locked(c, q->fd, q->req.pid) == 0)
+		q->fd = -1;
+	pthread_mutex_unlock(&c->lock);
+	if (q->fd < 0)
+		sdp_progress_wake();	/* pump what is already queued */
+}
+
+void sdp_relay_serve_requests(void)
+{
+	for (;;) {
+		union {
+			struct cmsghdr h;
+			char b[CMSG_SPACE(4 * sizeof(int))];
+		} u;
+		struct request q = { { 0, 0, 0 }, -1 };
+		struct iovec iov = { &q.req, sizeof(q.req) };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+				     .msg_control = u.b,
+				     .msg_controllen = sizeof(u.b) };
+		struct cmsghdr *cm;
+		ssize_t n;
+
+		n = sdp_real.recvmsg(F.rx, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n < 0)
+			return;
+		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+			size_t i, nfd;
+
+			if (cm->cmsg_level != SOL_SOCKET ||
+			    cm->cmsg_type != SCM_RIGHTS)
+				continue;
+			nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (i = 0; i < nfd; i++) {
+				int fd;
+
+				memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int),
+				       sizeof(fd));
+				if (q.fd < 0)
+					q.fd = fd;
+				else
+					sdp_real.close(fd);
+			}
+		}
+		if (q.fd < 0)
+			continue;
+		if (n == (ssize_t)sizeof(q.req) && q.req.magic == RELAY_MAGIC)
+			sdp_progress_foreach(try_start, &q);
+		if (q.fd >= 0)
+			sdp_real.close(q.fd);	/* refused: the asker resets */
+	}
+}
+
+/* Has the image closed every descriptor of its end?  Only asked once it
+ * stopped writing: a half-close leaves POLLHUP off. */
+static int image_gone(const struct sdp_relay *r)
+{
+	struct pollfd p = { r->fd, POLLOUT, 0 };
+
+	return r->in_eof && !r->in_len &&
+	       poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR));
+}
+
+/* Connection -> image.  1 if anything moved. */
+static int to_image(struct sdp_conn *c, struct sdp_relay *r)
+{
+	if (!r->out_len && !r->out_eof) {
+		struct iovec v = { r->out, sizeof(r->out) };
+		ssize_t n = sdp_conn_recv(c, &v, 1, 0, SDP_IO_NONBLOCK, 0);
+
+		if (n > 0) {
+			r->out_off = 0;
+			r->out_len = (size_t)n;
+		} else if (n == -EAGAIN || n == -EINTR) {
+			return 0;
+		} else {
+			/* The peer's EOF passes on as ours; a failed
+			 * connection shuts the stream both ways (EOF, EPIPE:
+			 * a stream socket carries no reset). */
+			sdp_real.shutdown(r->fd, n == 0 ? SHUT_WR : SHUT_RDWR);
+			r->out_eof = 1;
+			return 1;
+		}
+	}
+	if (r->out_len) {
+		ssize_t w = sdp_real.send(r->fd, r->out + r->out_off,
+					  r->out_len,
+					  MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (w > 0) {
+			r->out_off += (size_t)w;
+			r->out_len -= (size_t)w;
+			return 1;
+		}
+		if (w < 0 && errno != EAGAIN && errno != EINTR) {
+			r->out_eof = 1;		/* the image closed its end */
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Image -> connection.  1 if anything moved. */
+static int from_image(struct sdp_conn *c, struct sdp_relay *r)
+{
+	if (!r->in_len && !r->in_eof) {
+		ssize_t n = sdp_real.recv(r->fd, r->in, sizeof(r->in),
+					  MSG_DONTWAIT);
+
+		if (n > 0) {
+			r->in_off = 0;
+			r->in_len = (size_t)n;
+		} else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+			r->in_eof = 1;
+		} else {
+			return 0;
+		}
+	}
+	if (r->in_len) {
+		struct iovec v = { r->in + r->in_off, r->in_len };
+		ssize_t s = sdp_conn_send(c, &v, 1, MSG_NOSIGNAL,
+					  SDP_IO_NONBLOCK, 0);
+
+		if (s == -EAGAIN || s == -EINTR || s == 0)
+			return 0;
+		if (s < 0) {
+			/* The connection cannot take more: the image's
+			 * next write fails (EPIPE), as on a TCP socket. */
+			sdp_real.shutdown(r->fd, SHUT_RDWR);
+			r->in_len = 0;
+			r->in_eof = 1;
+			r->shut_sent = 1;
+			return 1;
+		}
+		r->in_off += (size_t)s;
+		r->in_len -= (size_t)s;
+		return 1;
+	}
+	if (r->in_eof && !r->shut_sent && !image_gone(r)) {
+		/* A half-close.  A close is not passed on: the connection
+		 * ends when its last descriptor does (pump). */
+		r->shut_sent = 1;
+		sdp_conn_shutdown(c, SHUT_WR);
+		return 1;
+	}
+	return 0;
+}
+
+static void end_locked(struct sdp_conn *c, struct sdp_relay *r, int abort)
+{
+	sdp_progress_unwatch_fd(r->fd);
+	r->done = 1;
+	sdp_progress_end_held_locked(c, abort);
+}
+
+void sdp_relay_pump(struct sdp_conn *c)
+{
+	struct sdp_relay *r;
+	int rounds = 0, moved;
+
+	pthread_mutex_lock(&c->lock);
+	r = c->relay;
+	pthread_mutex_unlock(&c->lock);
+	if (!r || r->done)
+		return;
+	do {
+		moved = to_image(c, r);
+		moved |= from_image(c, r);
+	} while (moved && ++rounds < 64);
+	pthread_mutex_lock(&c->lock);
+	if (!r->done && image_gone(r)) {
+		/* Bytes the image will never read: a reset, as TCP's close
+		 * with unread data (the engine adds its own queue). */
+		end_locked(c, r, r->out_len > 0);
+		sdp_real.close(r->fd);
+		r->fd = -1;
+	} else if (moved)
+		sdp_progress_arm_timer(c);	/* capped: come back */
+	pthread_mutex_unlock(&c->lock);
+}
+
+void sdp_relay_abort_locked(struct sdp_conn *c)
+{
+	struct sdp_relay *r = c->relay;
+
+	if (!r || r->done)
+		return;
+	/* The progress thread may be inside the pump: the descriptor stays
+	 * open until the connection is freed, and only stops working. */
+	sdp_real.shutdown(r->fd, SHUT_RDWR);
+	sdp_progress_unwatch_fd(r->fd);
+	r->done = 1;
+}
+
+int sdp_relay_active(const struct sdp_conn *c)
+{
+	return sdp_owner_relayed(c->owner_slot);
+}
+
+int sdp_relay_done(const struct sdp_conn *c)
+{
+	return !c->relay || c->relay->done;
+}
+
+void sdp_relay_free(struct sdp_conn *c)
+{
+	struct sdp_relay *r = c->relay;
+
+	if (!r)
+		return;
+	if (r->fd >= 0)
+		sdp_real.close(r->fd);
+	free(r);
+	c->relay = NULL;
+}
