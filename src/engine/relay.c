@@ -51,9 +51,11 @@ struct relay_req {
 	uint64_t magic;
 	uint32_t pid;		/* the asker */
 	uint32_t slot;		/* the connection's owner slot */
+	uint32_t stdio;		/* the image gets it as stdin/out/err */
+	uint32_t pad;
 };
 
-_Static_assert(sizeof(struct relay_req) == 16, "relay request: 16 bytes");
+_Static_assert(sizeof(struct relay_req) == 24, "relay request: 24 bytes");
 
 struct sdp_relay {
 	int fd;			/* our end; the new image holds the other */
@@ -170,11 +172,11 @@ static int send_request(int tx, const struct relay_req *req, int fd,
 	}
 }
 
-int sdp_relay_ask(struct sdp_conn *c, int nonblock)
+int sdp_relay_ask(struct sdp_conn *c, int nonblock, int stdio)
 {
 	uint32_t owner = sdp_owner_get(c->owner_slot);
 	struct relay_req req = { RELAY_MAGIC, (uint32_t)getpid(),
-				 (uint32_t)c->owner_slot };
+				 (uint32_t)c->owner_slot, !!stdio, 0 };
 	int sp[2], r, i, tx = -1;
 
 	/* No lock: the list changes only in fork handlers. */
@@ -207,13 +209,19 @@ int sdp_relay_ask(struct sdp_conn *c, int nonblock)
 
 /* ---- the owner's side --------------------------------------------------- */
 
-static int start_locked(struct sdp_conn *c, int fd, uint32_t pid)
+static int start_locked(struct sdp_conn *c, int fd,
+			const struct relay_req *q)
 {
 	struct sdp_relay *r;
 
 	if (c->relay || !sdp_owner_is_me(c->owner_slot) || !c->registered ||
 	    c->orphan || c->state == SDP_ST_RESET ||
 	    c->state == SDP_ST_CLOSED)
+		return -EBUSY;
+	/* Our application may still use the connection: then it is a
+	 * descriptor the child inherited by accident (a client spawning a
+	 * helper), unless the child was given it as its stdio (inetd). */
+	if (!c->held_elsewhere && !q->stdio)
 		return -EBUSY;
 	r = calloc(1, sizeof(*r));
 	if (!r)
@@ -225,7 +233,7 @@ static int start_locked(struct sdp_conn *c, int fd, uint32_t pid)
 		free(r);
 		return -ENOMEM;
 	}
-	if (!sdp_owner_relay_accept(c->owner_slot, pid)) {
+	if (!sdp_owner_relay_accept(c->owner_slot, q->pid)) {
 		sdp_progress_unwatch_fd(fd);	/* it gave up waiting */
 		free(r);
 		return -ETIMEDOUT;
@@ -250,7 +258,7 @@ static void try_start(struct sdp_conn *c, void *arg)
 	if (q->fd < 0 || c->owner_slot != (int)q->req.slot)
 		return;
 	pthread_mutex_lock(&c->lock);
-	if (start_locked(c, q->fd, q->req.pid) == 0)
+	if (start_locked(c, q->fd, &q->req) == 0)
 		q->fd = -1;
 	pthread_mutex_unlock(&c->lock);
 	if (q->fd < 0)
@@ -264,7 +272,7 @@ void sdp_relay_serve_requests(void)
 			struct cmsghdr h;
 			char b[CMSG_SPACE(4 * sizeof(int))];
 		} u;
-		struct request q = { { 0, 0, 0 }, -1 };
+		struct request q = { { 0, 0, 0, 0, 0 }, -1 };
 		struct iovec iov = { &q.req, sizeof(q.req) };
 		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
 				     .msg_control = u.b,

@@ -26,12 +26,17 @@ struct sdp_conn;
 /* Fork prepare, with connections open: make the socket our children send
  * requests on. */
 void sdp_relay_before_fork(void);
-/* Exec'ing side: ask the owner of `c` to relay it for our next image.
- * Returns a close-on-exec descriptor of the stream socket the new image is
+/* Exec'ing side: ask the owner of `c` to relay it for our next image,
+ * which gets it as stdin, stdout or stderr (`stdio`) or under another
+ * number.  The owner relays only what it no longer uses itself: a
+ * connection it holds no descriptor of, or one given as stdio (inetd,
+ * sshd, git daemon: the server closes its copy soon after, never reading
+ * it); a client's connection that a helper inherits by accident (no
+ * FD_CLOEXEC) stays the client's and the helper's copy is reset.  Returns a close-on-exec descriptor of the stream socket the new image is
  * to hold, or -errno (-ENOTSUP: the owner is not an ancestor of ours, or
  * this process; the caller falls back to a reset).  Only system calls and
  * atomics: no lock, no allocation. */
-int sdp_relay_ask(struct sdp_conn *c, int nonblock);
+int sdp_relay_ask(struct sdp_conn *c, int nonblock, int stdio);
 
 /* Owner, progress thread: take the requests that arrived. */
 void sdp_relay_serve_requests(void);

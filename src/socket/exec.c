@@ -211,7 +211,9 @@ static int relayed(struct exec_guard *g, int fd, int fl)
 			return g->relay[i].fd;
 	if (g->nrelay == EXEC_RELAYS)
 		return -ENOSPC;
-	r = sdp_relay_ask(s->conn, fl >= 0 && (fl & O_NONBLOCK));
+	/* Numbers come in ascending order: the first of a connection is its
+	 * lowest, stdio if any is. */
+	r = sdp_relay_ask(s->conn, fl >= 0 && (fl & O_NONBLOCK), fd <= 2);
 	if (r < 0)
 		return r;
 	g->relay[g->nrelay].conn = s->conn;

@@ -11,16 +11,22 @@
  *      leave the connection working: flags kept, checksummed echo;
  *   d. daemon(0, 0): the connection keeps working in the daemon
  *      (checksummed echo), then EOF;
- *   e. posix_spawn (no file actions) and vfork+execv of a helper while the
- *      parent goes on using the connection: the helper's copy fails cleanly,
- *      the parent's works (checksummed echo);
+ *   e. posix_spawn (no file actions), vfork+execv and fork+execv of a
+ *      helper while the parent goes on using the connection (a client
+ *      spawning a helper that inherits it by accident): the helper's copy
+ *      fails cleanly, the parent's works (checksummed echo);
  *   f. posix_spawn with file actions that dup2 the connection onto the
  *      child's stdin (inetd-style) and close the original: the child's
  *      stdin fails cleanly, the parent's connection works;
  *   g. system() and popen()/pclose() running the helper through /bin/sh:
- *      the same, and the shell's exit status and output come back.
+ *      the same, and the shell's exit status and output come back;
+ *   h. inetd-style: a server forks, the child puts the accepted connection
+ *      on its stdin and stdout and execs the helper, which serves there:
+ *      checksummed echo, then half-closes both ways (its EOF reaches the
+ *      peer while the peer's last bytes still reach it); the server closes
+ *      its own copy at once, or only after the helper is done.
  * Usage: sdp_exec --family sdp|sdp6|tcp|tcp6
- *        sdp_exec --helper reset|gone|tcp|shared FD FAMILY   (internal)
+ *        sdp_exec --helper reset|gone|tcp|shared|inetd FD FAMILY (internal)
  */
 #include "itest_common.h"
 
@@ -110,6 +116,18 @@ static int helper(const char *mode, int fd)
 		if (fcntl(fd, F_GETFD) < 0)
 			DIE_ERRNO("helper: fcntl(F_GETFD)");
 		return 0;
+	}
+	if (!strcmp(mode, "inetd")) {	/* serving on stdin/stdout */
+		pingpong_server(0, "helper: echo on stdin/stdout");
+		write_full(1, "bye", 3, "helper: last words");
+		if (shutdown(1, SHUT_WR) < 0)
+			DIE_ERRNO("helper: shutdown(stdout)");
+		if (read_full(0, b, 3, "helper: peer's last words") != 3 ||
+		    memcmp(b, "end", 3))
+			die("helper: the peer's last bytes did not come");
+		if (read_full(0, b, 1, "helper: EOF") != 0)
+			die("helper: no EOF after the peer's shutdown");
+		return 0;	/* (info() would write to stdout: the socket) */
 	}
 	if (!strcmp(mode, "tcp")) {	/* kernel TCP survives exec */
 		pingpong_client(fd, 77, "helper echo after exec");
@@ -360,6 +378,15 @@ static void case_spawn(void)
 	}
 	if (wait_child(pid, "vforked helper"))
 		die("case e: the vforked helper failed");
+	pid = fork();
+	if (pid < 0)
+		DIE_ERRNO("fork");
+	if (pid == 0) {
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	if (wait_child(pid, "forked helper"))
+		die("case e: the forked helper failed");
 	check_flags(c, 0, "case e");
 	if (pthread_create(&th, NULL, echo_thread, &s))
 		die("pthread_create");
@@ -367,8 +394,9 @@ static void case_spawn(void)
 	pthread_join(th, NULL);
 	close(c);
 	close(s);
-	info("ok: case e: posix_spawn and vfork+execv helpers saw %s, the "
-	     "parent's connection works", sdp ? "a reset" : "a live socket");
+	info("ok: case e: posix_spawn, vfork+execv and fork+execv helpers saw "
+	     "%s, the parent's connection works",
+	     sdp ? "a reset" : "a live socket");
 }
 
 /* ---- f: posix_spawn with file actions ----------------------------------- */
@@ -475,6 +503,52 @@ static void case_shell(void)
 	     "parent's connection works", sdp ? "a reset" : "a live socket");
 }
 
+/* ---- h: inetd-style exec on stdin/stdout -------------------------------- */
+
+static void case_inetd(int server_keeps)
+{
+	const char *what = server_keeps ? "case h (server keeps its copy)" :
+					  "case h (server closes at once)";
+	uint16_t port;
+	int l = make_listener(&port, 4), c, s;
+	char b[4];
+	pid_t ch;
+
+	c = connect_to(port);
+	s = accept_one(l);
+	close(l);
+	ch = fork();
+	if (ch < 0)
+		DIE_ERRNO("fork");
+	if (ch == 0) {
+		if (dup2(s, 0) != 0 || dup2(s, 1) != 1)
+			DIE_ERRNO("dup2");
+		close(s);
+		execl("/proc/self/exe", "sdp_exec", "--helper", "inetd", "0",
+		      g_family_name, (char *)NULL);
+		DIE_ERRNO("execl(/proc/self/exe)");
+	}
+	if (!server_keeps)
+		close(s);
+	watchdog_arm(20, "%s: no echo through the exec'd helper", what);
+	pingpong_client(c, 8, what);
+	if (read_full(c, b, 3, what) != 3 || memcmp(b, "bye", 3))
+		die("%s: the helper's last bytes did not come", what);
+	if (read_full(c, b, 1, what) != 0)
+		die("%s: no EOF after the helper's shutdown", what);
+	write_full(c, "end", 3, what);
+	if (shutdown(c, SHUT_WR) < 0)
+		DIE_ERRNO("shutdown");
+	if (wait_child(ch, "inetd helper"))
+		die("%s: the helper failed", what);
+	watchdog_disarm();
+	if (server_keeps)
+		close(s);
+	close(c);
+	info("ok: %s: the exec'd helper served the connection on "
+	     "stdin/stdout, half-closes both ways", what);
+}
+
 int main(int argc, char **argv)
 {
 	g_prog = "sdp_exec";
@@ -496,6 +570,8 @@ int main(int argc, char **argv)
 	case_shell();
 	case_daemon_run();
 	case_spawn();
+	case_inetd(0);
+	case_inetd(1);
 	info("PASS");
 	return 0;
 }
