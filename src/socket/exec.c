@@ -60,7 +60,9 @@
 #include <spawn.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -68,6 +70,7 @@
 #include <unistd.h>
 
 #include "engine/libthreads.h"
+#include "engine/conn.h"
 #include "engine/progress.h"
 #include "engine/relay.h"
 #include "socket/sock.h"
@@ -171,6 +174,8 @@ struct exec_slot {
 struct exec_relay {
 	struct sdp_conn *conn;
 	int fd;		/* close-on-exec: the stream the new image gets */
+	uint64_t ino;	/* its inode: names it in SDP_RELAYED (relayed.c) */
+	struct sdp_tp_addr addr;
 };
 
 struct exec_guard {
@@ -179,6 +184,8 @@ struct exec_guard {
 	size_t map_len;		/* mmap()ed slots, or 0 */
 	int may_relay;		/* this process may ask for relays */
 	int nrelay;
+	void *env_map;		/* the new image's environment, or NULL */
+	size_t env_len;
 	struct exec_relay relay[EXEC_RELAYS];
 	struct exec_slot stack[EXEC_STACK_SLOTS];
 };
@@ -192,6 +199,7 @@ struct exec_guard {
  */
 static int relayed(struct exec_guard *g, int fd, int fl)
 {
+	struct exec_relay *rl;
 	struct sdp_sock *s;
 	struct stat a;
 	int i, r;
@@ -216,9 +224,93 @@ static int relayed(struct exec_guard *g, int fd, int fl)
 	r = sdp_relay_ask(s->conn, fl >= 0 && (fl & O_NONBLOCK), fd <= 2);
 	if (r < 0)
 		return r;
-	g->relay[g->nrelay].conn = s->conn;
-	g->relay[g->nrelay++].fd = r;
+	rl = &g->relay[g->nrelay++];
+	rl->conn = s->conn;
+	rl->fd = r;
+	rl->ino = fstat(r, &a) == 0 ? (uint64_t)a.st_ino : 0;
+	pthread_mutex_lock(&s->conn->lock);
+	rl->addr = s->conn->addr;
+	pthread_mutex_unlock(&s->conn->lock);
 	return r;
+}
+
+static char *put_hex(char *p, const void *v, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *b = v;
+
+	while (n--) {
+		*p++ = hex[*b >> 4];
+		*p++ = hex[*b++ & 15];
+	}
+	return p;
+}
+
+static char *put_u64(char *p, uint64_t v)
+{
+	char t[24];
+	int n = 0;
+
+	do
+		t[n++] = (char)('0' + v % 10);
+	while ((v /= 10));
+	while (n)
+		*p++ = t[--n];
+	return p;
+}
+
+/*
+ * The environment of the new image: `envp` with SDP_RELAYED naming the
+ * streams relayed for it (socket/relayed.c), ahead of those this image
+ * was given itself.  `envp` as it is when nothing was relayed, or if no
+ * memory can be had (the image then sees plain AF_UNIX sockets).
+ */
+static char *const *guard_env(struct exec_guard *g, char *const *envp)
+{
+	static const char key[] = SDP_RELAYED_ENV "=";
+	const size_t klen = sizeof(key) - 1;
+	const char *old = NULL;
+	size_t n, i, k, len;
+	char **v, *p;
+
+	if (!g->nrelay)
+		return envp;
+	for (n = 0; envp && envp[n]; n++)
+		if (!strncmp(envp[n], key, klen))
+			old = envp[n] + klen;
+	len = (n + 2) * sizeof(char *) + klen + 1 + (old ? strlen(old) : 0) +
+	      (size_t)g->nrelay * (24 + 4 * sizeof(struct sockaddr_storage));
+	v = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (v == MAP_FAILED)
+		return envp;
+	g->env_map = v;
+	g->env_len = len;
+	p = (char *)(v + n + 2);
+	for (i = k = 0; i < n; i++)
+		if (strncmp(envp[i], key, klen))
+			v[k++] = envp[i];
+	v[k++] = p;
+	v[k] = NULL;
+	memcpy(p, key, klen);
+	p += klen;
+	for (i = 0; i < (size_t)g->nrelay; i++) {
+		const struct exec_relay *rl = &g->relay[i];
+
+		if (i)
+			*p++ = ',';
+		p = put_u64(p, rl->ino);
+		*p++ = '/';
+		p = put_hex(p, &rl->addr.local, rl->addr.local_len);
+		*p++ = '/';
+		p = put_hex(p, &rl->addr.peer, rl->addr.peer_len);
+	}
+	if (old && *old) {
+		*p++ = ',';
+		p = stpcpy(p, old);
+	}
+	*p = '\0';
+	return v;
 }
 
 /* Descriptors to poison: in the table, open, without FD_CLOEXEC. */
@@ -237,6 +329,7 @@ static void guard_poison(struct exec_guard *g)
 	g->n = 0;
 	g->map_len = 0;
 	g->nrelay = 0;
+	g->env_map = NULL;
 	g->may_relay = !sdp_in_memory_sharing_child() &&
 		       sdp_app_single_threaded();
 	for (fd = sdp_fd_scan_next(0); fd >= 0; fd = sdp_fd_scan_next(fd + 1))
@@ -323,6 +416,8 @@ static void guard_restore(struct exec_guard *g)
 	}
 	for (i = 0; i < g->nrelay; i++)
 		sys_close(g->relay[i].fd);
+	if (g->env_map)
+		munmap(g->env_map, g->env_len);
 	if (g->map_len)
 		munmap(g->v, g->map_len);
 	errno = e;
@@ -335,6 +430,7 @@ SDP_EXPORT int execve(const char *path, char *const argv[],
 	int r;
 
 	guard_poison(&g);
+	envp = guard_env(&g, envp);
 	r = R.execve ? R.execve(path, argv, envp) :
 		       (int)syscall(SYS_execve, path, argv, envp);
 	guard_restore(&g);
@@ -352,6 +448,7 @@ SDP_EXPORT int execvpe(const char *file, char *const argv[],
 		return -1;
 	}
 	guard_poison(&g);
+	envp = guard_env(&g, envp);
 	r = R.execvpe(file, argv, envp);
 	guard_restore(&g);
 	return r;
@@ -377,6 +474,7 @@ SDP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 		return -1;
 	}
 	guard_poison(&g);
+	envp = guard_env(&g, envp);
 	r = R.fexecve(fd, argv, envp);
 	guard_restore(&g);
 	return r;
@@ -389,6 +487,7 @@ SDP_EXPORT int execveat(int dirfd, const char *path, char *const argv[],
 	int r;
 
 	guard_poison(&g);
+	envp = guard_env(&g, envp);
 	r = R.execveat ? R.execveat(dirfd, path, argv, envp, flags) :
 			 (int)syscall(SYS_execveat, dirfd, path, argv, envp,
 				      flags);

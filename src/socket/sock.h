@@ -134,6 +134,16 @@ int sdp_fd_set(int fd, struct sdp_sock *s);
 struct sdp_sock *sdp_fd_take(int fd);
 /* Lock-free scan for exec (async-signal-safe): next mapped fd >= from. */
 int sdp_fd_scan_next(int from);
+/* Relayed connections in an image that exec'd with them (relayed.c,
+ * engine/relay.h): the exec'ing process names them in SDP_RELAYED.  Each
+ * returns -ENOENT when `fd` is not one (the kernel answers then). */
+#define SDP_RELAYED_ENV "SDP_RELAYED"
+#define SDP_RELAYED_MAX 32
+int sdp_relayed_name(int fd, int peer, struct sockaddr *sa, socklen_t *len);
+int sdp_relayed_getsockopt(int fd, int level, int name, void *v,
+			   socklen_t *len);
+int sdp_relayed_setsockopt(int fd, int level, int name, const void *v,
+			   socklen_t len);
 /* The socket `fd` maps, without a lock or a reference: only where no other
  * application thread can close it meanwhile (exec.c). */
 struct sdp_sock *sdp_fd_peek(int fd);

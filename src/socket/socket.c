@@ -898,6 +898,10 @@ SDP_EXPORT int getsockname(int fd, struct sockaddr *sa, socklen_t *len)
 	socklen_t alen;
 
 	if (!s) {
+		int r = sdp_relayed_name(fd, 0, sa, len);
+
+		if (r != -ENOENT)
+			return sdp_ret(r);
 		sdp_real_init();
 		return sdp_real.getsockname(fd, sa, len);
 	}
@@ -927,6 +931,9 @@ SDP_EXPORT int getpeername(int fd, struct sockaddr *sa, socklen_t *len)
 	int r = 0;
 
 	if (!s) {
+		r = sdp_relayed_name(fd, 1, sa, len);
+		if (r != -ENOENT)
+			return sdp_ret(r);
 		sdp_real_init();
 		return sdp_real.getpeername(fd, sa, len);
 	}

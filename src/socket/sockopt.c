@@ -313,6 +313,9 @@ SDP_EXPORT int setsockopt(int fd, int level, int name, const void *v,
 	int r, val;
 
 	if (!s) {
+		r = sdp_relayed_setsockopt(fd, level, name, v, len);
+		if (r != -ENOENT)
+			return sdp_ret(r);
 		sdp_real_init();
 		return sdp_real.setsockopt(fd, level, name, v, len);
 	}
@@ -486,6 +489,9 @@ SDP_EXPORT int getsockopt(int fd, int level, int name, void *v, socklen_t *len)
 	int r;
 
 	if (!s) {
+		r = sdp_relayed_getsockopt(fd, level, name, v, len);
+		if (r != -ENOENT)
+			return sdp_ret(r);
 		sdp_real_init();
 		return sdp_real.getsockopt(fd, level, name, v, len);
 	}

@@ -95,6 +95,13 @@ static void expect_gone(int s, const char *what)
 
 /* ---- the exec'd image --------------------------------------------------- */
 
+static int port_of(const struct sockaddr_storage *a)
+{
+	return ntohs(a->ss_family == AF_INET6 ?
+		     ((const struct sockaddr_in6 *)a)->sin6_port :
+		     ((const struct sockaddr_in *)a)->sin_port);
+}
+
 static int helper(const char *mode, int fd)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN | POLLOUT };
@@ -118,6 +125,24 @@ static int helper(const char *mode, int fd)
 		return 0;
 	}
 	if (!strcmp(mode, "inetd")) {	/* serving on stdin/stdout */
+		struct sockaddr_storage a;
+		socklen_t al = sizeof(a);
+		int one = 1, v = 0;
+		socklen_t vl = sizeof(v);
+
+		/* It answers as the TCP connection it carries: the peer's
+		 * address (its port is `fd` here), TCP options. */
+		if (getpeername(1, (struct sockaddr *)&a, &al) < 0)
+			DIE_ERRNO("helper: getpeername(stdout)");
+		if (a.ss_family != g_af || port_of(&a) != fd)
+			die("helper: getpeername: family %d port %d, expected "
+			    "the client's port %d", a.ss_family, port_of(&a),
+			    fd);
+		if (setsockopt(0, IPPROTO_TCP, TCP_NODELAY, &one,
+			       sizeof(one)) < 0 ||
+		    getsockopt(0, IPPROTO_TCP, TCP_NODELAY, &v, &vl) < 0 ||
+		    !v)
+			die("helper: TCP_NODELAY on stdin: %s", strerror(errno));
 		pingpong_server(0, "helper: echo on stdin/stdout");
 		write_full(1, "bye", 3, "helper: last words");
 		if (shutdown(1, SHUT_WR) < 0)
@@ -511,12 +536,17 @@ static void case_inetd(int server_keeps)
 					  "case h (server closes at once)";
 	uint16_t port;
 	int l = make_listener(&port, 4), c, s;
-	char b[4];
+	struct sockaddr_storage a;
+	socklen_t al = sizeof(a);
+	char b[4], cport[16];
 	pid_t ch;
 
 	c = connect_to(port);
 	s = accept_one(l);
 	close(l);
+	if (getsockname(c, (struct sockaddr *)&a, &al) < 0)
+		DIE_ERRNO("getsockname");
+	snprintf(cport, sizeof(cport), "%d", port_of(&a));
 	ch = fork();
 	if (ch < 0)
 		DIE_ERRNO("fork");
@@ -524,7 +554,7 @@ static void case_inetd(int server_keeps)
 		if (dup2(s, 0) != 0 || dup2(s, 1) != 1)
 			DIE_ERRNO("dup2");
 		close(s);
-		execl("/proc/self/exe", "sdp_exec", "--helper", "inetd", "0",
+		execl("/proc/self/exe", "sdp_exec", "--helper", "inetd", cport,
 		      g_family_name, (char *)NULL);
 		DIE_ERRNO("execl(/proc/self/exe)");
 	}
