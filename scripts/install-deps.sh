@@ -20,6 +20,15 @@ else
 	exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
+# A server package (openssh-server for tests/programs/sshd.sh) must not
+# start its service on this machine: the tests start their own instances.
+policy=""
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+	policy=/usr/sbin/policy-rc.d
+	printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+	$SUDO chmod 755 "$policy"
+	trap '$SUDO rm -f "$policy"' EXIT
+fi
 $SUDO apt-get update -q >/dev/null || echo "install-deps: apt-get update failed, trying the cached lists" >&2
 # shellcheck disable=SC2086
 $SUDO apt-get install -y -q --no-install-recommends $missing >/dev/null

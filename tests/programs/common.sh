@@ -244,15 +244,15 @@ tcp_conns() {
 	printf '%s\n' "$out" | grep -c . || true
 }
 
-# sample_conns PID PORT SECONDS: samples, every 0.2 s while PID lives (up
-# to SECONDS), the largest sdp_conns PID (in S_SDP), tcp_fallbacks PID (in
-# S_FALLBACK) and tcp_conns PORT (in S_TCP).  A value no sample could take
-# is the reason instead (the last one seen).
+# sample_conns PID PORT SECONDS [WHILE]: samples, every 0.2 s while PID
+# (or the client WHILE) lives, up to SECONDS, the largest sdp_conns PID (in
+# S_SDP), tcp_fallbacks PID (in S_FALLBACK) and tcp_conns PORT (in S_TCP).
+# A value no sample could take is the reason instead (the last one seen).
 sample_conns() {
-	local pid=$1 port=$2 secs=$3 i n v
+	local pid=$1 port=$2 secs=$3 watch=${4:-$1} i n v
 	local -A best=([sdp]=-1 [fb]=-1 [tcp]=-1) why=([sdp]=no-sample [fb]=no-sample [tcp]=no-sample)
 	for i in $(seq 1 $((secs * 5))); do
-		kill -0 "$pid" 2>/dev/null || break
+		kill -0 "$watch" 2>/dev/null || break
 		for v in sdp fb tcp; do
 			case $v in
 			sdp) n=$(sdp_conns "$pid") ;;
