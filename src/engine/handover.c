@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/appwake.h"
@@ -77,12 +78,16 @@ static size_t mbox_size_for(struct sdp_conn *c)
  * mailbox now, while it is still mapped in one process only. */
 static void give_mailbox(struct sdp_conn *c, void *arg)
 {
+	struct stat st;
 	void *p;
 	size_t n;
 
 	pthread_mutex_lock(&c->lock);
 	if (c->owner_slot >= 0)
 		++*(int *)arg;	/* a child may ask for a relay (relay.h) */
+	if (c->ready && !c->ready->app_ino && c->ready->app_fd >= 0 &&
+	    fstat(c->ready->app_fd, &st) == 0)
+		c->ready->app_ino = (uint64_t)st.st_ino;	/* exec.c */
 	if (!c->mbox && c->qp && SDP_TP(c->qp)->export_qp &&
 	    c->owner_slot >= 0) {
 		n = mbox_size_for(c);

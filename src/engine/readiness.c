@@ -18,23 +18,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <sys/stat.h>
-
 #include "engine/real.h"
 
 int sdp_ready_init(struct sdp_ready *r, int sock_flags)
 {
 	int fds[2];
 	int type = SOCK_STREAM | SOCK_CLOEXEC;
-	struct stat st;
 
 	memset(r, 0, sizeof(*r));
 	if (sdp_real.socketpair(AF_UNIX, type, 0, fds) < 0)
 		return -errno;
 	r->app_fd = fds[0];
 	r->lib_fd = sdp_fd_high(fds[1]);
-	if (fstat(r->app_fd, &st) == 0)
-		r->app_ino = (uint64_t)st.st_ino;
 	if (!(sock_flags & SOCK_CLOEXEC))
 		sdp_real.fcntl(r->app_fd, F_SETFD, 0);
 	if (sock_flags & SOCK_NONBLOCK)

@@ -28,8 +28,8 @@
 struct sdp_ready {
 	int app_fd;		/* what the application holds */
 	int lib_fd;		/* our end; -1 once closed (reset) */
-	uint64_t app_ino;	/* app_fd's inode: names the pair when the
-				 * application holds it under other numbers */
+	uint64_t app_ino;	/* app_fd's inode, from the first fork on: names
+				 * the pair in a child, under any number */
 	unsigned readable:1;	/* token queued */
 	unsigned unwritable:1;	/* app_fd send queue filled */
 	unsigned urgent:1;	/* MSG_OOB byte queued */
