@@ -238,10 +238,12 @@ void sdp_conn_detach(struct sdp_conn *c, struct sdp_ready *r)
 	 * ours will call again to push a Nagle-held rest. */
 	if (sdp_owner_is_me(c->owner_slot) && c->qp)
 		sdp_tx_flush_locked(c, 1);
-	if (kept && sdp_owner_is_me(c->owner_slot) && c->qp &&
-	    (SDP_TP(c->qp)->export_qp || sdp_relay_active(c))) {
+	if (kept && sdp_owner_is_me(c->owner_slot) && c->qp) {
 		/* Our copy of the application's end is gone, and its number
-		 * may be reused: only the library end is ours to steer. */
+		 * may be reused: only the library end is ours to steer.  A
+		 * QP that cannot move (verbs) stays here too: a child that
+		 * execs can still have it relayed (relay.h), and one that
+		 * uses it gets EBADFD, as while we held it. */
 		*kept = *r;
 		kept->app_fd = -1;
 		r->lib_fd = -1;

@@ -86,6 +86,40 @@ slow_arp() {
 }
 export -f slow_arp
 t connect-first-contact-slow-arp 60 slow_arp
+# exec() over verbs: an inetd-style child execs itself with the connection
+# on stdin/stdout, and the listener that accepted it relays it (a verbs QP
+# cannot move); one connection (a "both" listener is TCP after a fork).
+t itest-forkserver-exec 90 "$RUN" "$T/sdp_forkserver" --family sdp --accept block \
+	--parent-close now --conns 1 --clients 1 --exec --max-req 1M
+# sshd at default settings (it re-execs itself per connection) under
+# sdp_run on rxe-b, scp of 64 MB from rxe-a: the bytes must cross rxe-a,
+# arrive whole, and sshd must see the client's address (AllowUsers).
+sshd_scp() {
+	local d rc sp
+	d=$(mktemp -d /tmp/sshd.XXXXXX)
+	mkdir -p /run/sshd
+	ssh-keygen -q -t ed25519 -N '' -f "$d/hostkey" && ssh-keygen -q -t ed25519 -N '' -f "$d/userkey" || return 1
+	cp "$d/userkey.pub" "$d/ak"
+	printf '%s\n' "Port 2222" "ListenAddress $S" "HostKey $d/hostkey" \
+		"AuthorizedKeysFile $d/ak" "StrictModes no" "PidFile $d/pid" \
+		"AllowUsers root@$A" >"$d/cfg"
+	head -c 64M /dev/urandom >"$d/f"
+	"$RUN" /usr/sbin/sshd -D -e -f "$d/cfg" >"$d/sshd.log" 2>&1 & sp=$!
+	local i
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		sleep 1
+		"$RUN" scp -O -q -i "$d/userkey" -o StrictHostKeyChecking=no \
+			-o UserKnownHostsFile=/dev/null -o BatchMode=yes \
+			-o BindAddress=$A -P 2222 "$d/f" "root@$S:$d/g"; rc=$?
+		[ $rc = 0 ] || ! grep -q "Server listening" "$d/sshd.log" || break
+		[ $rc = 0 ] && break
+	done
+	kill $sp; wait $sp 2>/dev/null
+	cat "$d/sshd.log"
+	[ $rc = 0 ] && cmp "$d/f" "$d/g" && grep -q "Accepted publickey for root from $A" "$d/sshd.log"
+}
+export -f sshd_scp
+t sshd-scp-64M 180 over_rxe 67108864 sshd_scp
 # Case 6: a pre-forking server on a "both" listener (fork() once deadlocked).
 t itest-fork-verbs 90 "$RUN" "$T/sdp_fork_verbs" --family sdp
 # ZCopy over verbs, both directions at once on one connection, every byte
