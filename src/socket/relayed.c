@@ -121,17 +121,6 @@ int sdp_relayed_name(int fd, int peer, struct sockaddr *sa, socklen_t *len)
 	return 0;
 }
 
-static int put(void *v, socklen_t *len, int val)
-{
-	if (!v || !len)
-		return -EFAULT;
-	if (*len < sizeof(int))
-		return -EINVAL;
-	memcpy(v, &val, sizeof(int));
-	*len = sizeof(int);
-	return 0;
-}
-
 static int is_ip_level(int level)
 {
 	return level == IPPROTO_TCP || level == IPPROTO_IP ||
@@ -157,9 +146,9 @@ int sdp_relayed_getsockopt(int fd, int level, int name, void *v,
 		return -ENOENT;
 	if (level == SOL_SOCKET) {
 		if (name == SO_DOMAIN)
-			return put(v, len, e->local.ss_family);
+			return sdp_opt_put_int(v, len, e->local.ss_family);
 		if (name == SO_PROTOCOL)
-			return put(v, len, IPPROTO_TCP);
+			return sdp_opt_put_int(v, len, IPPROTO_TCP);
 		return -ENOENT;		/* the kernel's answer is right */
 	}
 	if (level == IPPROTO_IP && name == IP_OPTIONS) {
@@ -174,7 +163,7 @@ int sdp_relayed_getsockopt(int fd, int level, int name, void *v,
 	else if (is_tos(level, name))
 		val = e->tos;
 	pthread_mutex_unlock(&opt_lock);
-	return put(v, len, val);
+	return sdp_opt_put_int(v, len, val);
 }
 
 int sdp_relayed_setsockopt(int fd, int level, int name, const void *v,
@@ -188,11 +177,8 @@ int sdp_relayed_setsockopt(int fd, int level, int name, const void *v,
 	e = find(fd);
 	if (!e)
 		return -ENOENT;
-	if (len >= sizeof(int)) {
-		if (!v)
-			return -EFAULT;
-		memcpy(&val, v, sizeof(int));
-	}
+	if (len >= sizeof(int) && sdp_opt_get_int(v, len, &val) < 0)
+		return -EFAULT;
 	pthread_mutex_lock(&opt_lock);
 	if (level == IPPROTO_TCP && name == TCP_NODELAY)
 		e->nodelay = !!val;

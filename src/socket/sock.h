@@ -134,6 +134,9 @@ int sdp_fd_set(int fd, struct sdp_sock *s);
 struct sdp_sock *sdp_fd_take(int fd);
 /* Lock-free scan for exec (async-signal-safe): next mapped fd >= from. */
 int sdp_fd_scan_next(int from);
+/* An int option's value in and out, as the kernel checks it (sockopt.c). */
+int sdp_opt_get_int(const void *v, socklen_t len, int *out);
+int sdp_opt_put_int(void *v, socklen_t *len, int val);
 /* Relayed connections in an image that exec'd with them (relayed.c,
  * engine/relay.h): the exec'ing process names them in SDP_RELAYED.  Each
  * returns -ENOENT when `fd` is not one (the kernel answers then). */

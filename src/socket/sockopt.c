@@ -23,7 +23,7 @@
 #include "sdp/sdp.h"
 #include "socket/sock.h"
 
-static int get_int(const void *v, socklen_t len, int *out)
+int sdp_opt_get_int(const void *v, socklen_t len, int *out)
 {
 	if (!v)
 		return -EFAULT;
@@ -33,7 +33,7 @@ static int get_int(const void *v, socklen_t len, int *out)
 	return 0;
 }
 
-static int put_int(void *v, socklen_t *len, int val)
+int sdp_opt_put_int(void *v, socklen_t *len, int val)
 {
 	if (!v || !len)
 		return -EFAULT;
@@ -154,7 +154,7 @@ static int set_sol_socket(struct sdp_sock *s, int name, const void *v,
 	default:
 		break;
 	}
-	r = get_int(v, len, &val);
+	r = sdp_opt_get_int(v, len, &val);
 	if (r < 0)
 		return r;
 	switch (name) {
@@ -271,7 +271,7 @@ static int zcopy_stats_get(struct sdp_sock *s, void *v, socklen_t *len)
 
 static int set_tcp(struct sdp_sock *s, int name, const void *v, socklen_t len)
 {
-	int val = 0, r = get_int(v, len, &val);
+	int val = 0, r = sdp_opt_get_int(v, len, &val);
 
 	if (r < 0)
 		return r;
@@ -325,10 +325,10 @@ SDP_EXPORT int setsockopt(int fd, int level, int name, const void *v,
 	else if (level == IPPROTO_TCP)
 		r = set_tcp(s, name, v, len);
 	else if (level == IPPROTO_IPV6 && name == IPV6_V6ONLY)
-		r = get_int(v, len, &val) ?: (s->v6only = !!val, 0);
+		r = sdp_opt_get_int(v, len, &val) ?: (s->v6only = !!val, 0);
 	else if ((level == IPPROTO_IP && (name == IP_TOS || name == IP_TTL)) ||
 		 (level == IPPROTO_IPV6 && name == IPV6_TCLASS))
-		r = get_int(v, len, &s->tos);
+		r = sdp_opt_get_int(v, len, &s->tos);
 	else
 		r = -ENOPROTOOPT;
 	sdp_sock_put(s);
@@ -356,20 +356,20 @@ static int take_so_error(struct sdp_sock *s)
 static int get_sol_socket(struct sdp_sock *s, int name, void *v, socklen_t *len)
 {
 	switch (name) {
-	case SO_TYPE: return put_int(v, len, SOCK_STREAM);
+	case SO_TYPE: return sdp_opt_put_int(v, len, SOCK_STREAM);
 	case SO_DOMAIN:
 		/* A switched socket stays what the program asked for. */
-		return put_int(v, len, s->switched ? s->tcp_family : s->domain);
-	case SO_PROTOCOL: return put_int(v, len, IPPROTO_TCP);
-	case SO_ACCEPTCONN: return put_int(v, len, s->kind == SDP_SK_LISTEN);
-	case SO_ERROR: return put_int(v, len, take_so_error(s));
-	case SO_REUSEADDR: return put_int(v, len, s->reuseaddr);
-	case SO_REUSEPORT: return put_int(v, len, s->reuseport);
-	case SO_KEEPALIVE: return put_int(v, len, s->keepalive);
-	case SO_OOBINLINE: return put_int(v, len, s->oobinline);
-	case SO_RCVLOWAT: return put_int(v, len, s->rcvlowat ? s->rcvlowat : 1);
-	case SO_SNDBUF: return put_int(v, len, s->sndbuf);
-	case SO_RCVBUF: return put_int(v, len, s->rcvbuf);
+		return sdp_opt_put_int(v, len, s->switched ? s->tcp_family : s->domain);
+	case SO_PROTOCOL: return sdp_opt_put_int(v, len, IPPROTO_TCP);
+	case SO_ACCEPTCONN: return sdp_opt_put_int(v, len, s->kind == SDP_SK_LISTEN);
+	case SO_ERROR: return sdp_opt_put_int(v, len, take_so_error(s));
+	case SO_REUSEADDR: return sdp_opt_put_int(v, len, s->reuseaddr);
+	case SO_REUSEPORT: return sdp_opt_put_int(v, len, s->reuseport);
+	case SO_KEEPALIVE: return sdp_opt_put_int(v, len, s->keepalive);
+	case SO_OOBINLINE: return sdp_opt_put_int(v, len, s->oobinline);
+	case SO_RCVLOWAT: return sdp_opt_put_int(v, len, s->rcvlowat ? s->rcvlowat : 1);
+	case SO_SNDBUF: return sdp_opt_put_int(v, len, s->sndbuf);
+	case SO_RCVBUF: return sdp_opt_put_int(v, len, s->rcvbuf);
 	case SO_RCVTIMEO: return ms_to_tv(v, len, s->rcvtimeo_ms);
 	case SO_SNDTIMEO: return ms_to_tv(v, len, s->sndtimeo_ms);
 	case SO_LINGER:
@@ -456,13 +456,13 @@ static int tcp_info_get(struct sdp_sock *s, void *v, socklen_t *len)
 static int get_tcp(struct sdp_sock *s, int name, void *v, socklen_t *len)
 {
 	switch (name) {
-	case TCP_NODELAY: return put_int(v, len, s->nodelay);
-	case TCP_CORK: return put_int(v, len, s->cork);
-	case TCP_KEEPIDLE: return put_int(v, len, s->keepidle ? s->keepidle : 7200);
-	case TCP_KEEPINTVL: return put_int(v, len, s->keepintvl ? s->keepintvl : 75);
-	case TCP_KEEPCNT: return put_int(v, len, s->keepcnt ? s->keepcnt : 9);
-	case TCP_MAXSEG: return put_int(v, len, max_seg(s));
-	case SDP_ZCOPY_THRESH: return put_int(v, len, zcopy_thresh_get(s));
+	case TCP_NODELAY: return sdp_opt_put_int(v, len, s->nodelay);
+	case TCP_CORK: return sdp_opt_put_int(v, len, s->cork);
+	case TCP_KEEPIDLE: return sdp_opt_put_int(v, len, s->keepidle ? s->keepidle : 7200);
+	case TCP_KEEPINTVL: return sdp_opt_put_int(v, len, s->keepintvl ? s->keepintvl : 75);
+	case TCP_KEEPCNT: return sdp_opt_put_int(v, len, s->keepcnt ? s->keepcnt : 9);
+	case TCP_MAXSEG: return sdp_opt_put_int(v, len, max_seg(s));
+	case SDP_ZCOPY_THRESH: return sdp_opt_put_int(v, len, zcopy_thresh_get(s));
 	case TCP_INFO: return tcp_info_get(s, v, len);
 	case TCP_CONGESTION: {
 		/* No congestion control: credits.  Programs just print it. */
@@ -476,8 +476,8 @@ static int get_tcp(struct sdp_sock *s, int name, void *v, socklen_t *len)
 		return 0;
 	}
 	case SDP_ZCOPY_STATS: return zcopy_stats_get(s, v, len);
-	case SDP_LAST_BIND_ERR: return put_int(v, len, s->last_bind_err);
-	case SDP_CONN_TRANSPORT: return put_int(v, len, conn_transport(s));
+	case SDP_LAST_BIND_ERR: return sdp_opt_put_int(v, len, s->last_bind_err);
+	case SDP_CONN_TRANSPORT: return sdp_opt_put_int(v, len, conn_transport(s));
 	default:
 		return -ENOPROTOOPT;
 	}
@@ -500,10 +500,10 @@ SDP_EXPORT int getsockopt(int fd, int level, int name, void *v, socklen_t *len)
 	else if (level == IPPROTO_TCP)
 		r = get_tcp(s, name, v, len);
 	else if (level == IPPROTO_IPV6 && name == IPV6_V6ONLY)
-		r = put_int(v, len, s->v6only);
+		r = sdp_opt_put_int(v, len, s->v6only);
 	else if ((level == IPPROTO_IP && (name == IP_TOS || name == IP_TTL)) ||
 		 (level == IPPROTO_IPV6 && name == IPV6_TCLASS))
-		r = put_int(v, len, s->tos);
+		r = sdp_opt_put_int(v, len, s->tos);
 	else
 		r = -ENOPROTOOPT;
 	sdp_sock_put(s);
