@@ -127,10 +127,17 @@ void sdp_ready_set(struct sdp_ready *r, unsigned want)
 	if (r->lib_fd < 0)
 		goto out;
 	if (want & SDP_READY_ERR) {
-		/* Closing lib_fd while it holds unread bytes makes the kernel
-		 * flag app_fd with ECONNRESET: POLLERR|POLLHUP, permanently. */
-		if (!r->unwritable)
-			sdp_real.send(r->app_fd, "e", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+		/* A reset is writable, as TCP reports it (a writer blocked in
+		 * poll(POLLOUT) must wake): our filler goes.  Closing lib_fd
+		 * while it holds an unread byte then makes the kernel flag
+		 * app_fd with ECONNRESET: POLLERR|POLLHUP, permanently, once
+		 * the last copy of lib_fd is closed (another process of the
+		 * family may hold one: until then POLLOUT|POLLHUP). */
+		if (r->unwritable) {
+			drain(r->lib_fd, 0);
+			r->unwritable = 0;
+		}
+		sdp_real.send(r->app_fd, "e", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 		/* The peer's process may still hold a copy of lib_fd for a
 		 * moment (appwake): hang up now; the reset follows when the
 		 * last copy goes. */

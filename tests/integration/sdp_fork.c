@@ -13,6 +13,10 @@
  *   4. posix_spawn and vfork+exec with a connection open;
  *   6. a child writes a stream into a connection while its parent reads
  *      the other direction from it, at once (rsync's daemon);
+ *   7. a child blocked in poll(POLLOUT) on a full connection, its parent
+ *      still holding a copy, learns at once when the peer's process dies
+ *      (kill -9): POLLOUT and POLLHUP, then send fails (ECONNRESET or
+ *      EPIPE), as with TCP;
  *   5. pre-forked server: 3 workers accept from one listener inherited
  *      across fork (epoll, non-blocking: thundering herd, EAGAIN for the
  *      losers), then 2 workers in blocking accept(); many clients at once,
@@ -212,6 +216,66 @@ static void case_reader_writer(void)
 	free(pat_up);
 	free(pat_down);
 	info("ok: case 6: a child writes while its parent reads one connection");
+}
+
+static void case_writer_peer_dies(void)
+{
+	uint16_t port;
+	int l = make_listener(&port, 4), c, p[2];
+	pid_t peer, w;
+	char b;
+
+	if (pipe(p) < 0)
+		DIE_ERRNO("pipe");
+	peer = fork();
+	if (peer < 0)
+		DIE_ERRNO("fork");
+	if (peer == 0) {	/* accepts, never reads, dies by SIGKILL */
+		int s = accept_one(l);
+
+		for (;;)
+			pause();
+		(void)s;
+	}
+	close(l);
+	c = connect_to(port);
+	w = fork();
+	if (w < 0)
+		DIE_ERRNO("fork");
+	if (w == 0) {	/* the writer; the parent keeps its copy of c */
+		static char buf[65536];
+		struct pollfd pf = { .fd = c, .events = POLLOUT };
+		ssize_t n;
+
+		set_nonblock(c, 1);
+		while ((n = send(c, buf, sizeof(buf), MSG_NOSIGNAL)) > 0)
+			;
+		if (errno != EAGAIN)
+			DIE_ERRNO("case 7: filling the connection");
+		if (write(p[1], "r", 1) != 1)
+			DIE_ERRNO("case 7: pipe");
+		if (poll(&pf, 1, 10000) != 1)
+			die("case 7: the writer was not woken by the peer's death");
+		if ((pf.revents & (POLLOUT | POLLHUP)) != (POLLOUT | POLLHUP))
+			die("case 7: poll revents 0x%x, want POLLOUT|POLLHUP",
+			    pf.revents);
+		n = send(c, "x", 1, MSG_NOSIGNAL);
+		if (n != -1 || (errno != ECONNRESET && errno != EPIPE))
+			die("case 7: send after the peer died returned %zd (%s)",
+			    n, n < 0 ? strerror(errno) : "sent");
+		_exit(0);
+	}
+	if (read(p[0], &b, 1) != 1)
+		die("case 7: the writer never filled the connection");
+	kill(peer, SIGKILL);
+	waitpid(peer, NULL, 0);
+	if (wait_child(w, "case 7 writer"))
+		die("case 7: the writer failed");
+	close(c);
+	close(p[0]);
+	close(p[1]);
+	info("ok: case 7: a forked writer blocked on a full connection is "
+	     "woken when the peer dies");
 }
 
 /* posix_spawn (clone + exec) and vfork while a connection is open: the
@@ -420,6 +484,9 @@ int main(int argc, char **argv)
 	case_both_use();
 	watchdog_arm(120, "case 6: two processes on one connection");
 	case_reader_writer();
+	watchdog_disarm();
+	watchdog_arm(60, "case 7: a writer and a dying peer");
+	case_writer_peer_dies();
 	watchdog_disarm();
 	case_spawn();
 	pf_run(3, 0);
