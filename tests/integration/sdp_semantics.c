@@ -124,6 +124,7 @@ static const struct {
 	{ "msg_waitall", t_msg_waitall },
 	{ "msg_dontwait", t_msg_dontwait },
 	{ "recv_after_peer_close", t_recv_after_close },
+	{ "raw_syscall_close", t_raw_syscall_close },
 	{ "epipe_with_msg_nosignal", t_epipe_nosignal },
 	{ "sigpipe_without_msg_nosignal", t_sigpipe },
 	{ "so_rcvbuf_so_sndbuf", t_so_bufs },

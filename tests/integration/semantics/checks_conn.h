@@ -455,6 +455,32 @@ static int t_recv_after_close(void)
 	return 0;
 }
 
+/* A program that closes its descriptor with syscall(SYS_close), as
+ * Node.js (libuv) does: the connection ends (the peer reads EOF), and the
+ * number's next owner, a plain pipe, carries its own bytes. */
+static int t_raw_syscall_close(void)
+{
+	int c, s, p[2], w, ev;
+	char b[4];
+
+	PAIR(c, s);
+	CHECK(pipe(p) == 0, "pipe: %s", strerror(errno));
+	CHECK(syscall(SYS_close, c) == 0, "syscall(SYS_close): %s", strerror(errno));
+	/* The pipe's write end on the freed number (the lowest free >= it). */
+	w = fcntl(p[1], F_DUPFD, c);
+	CHECK(w == c, "F_DUPFD gave %d, not the freed %d", w, c);
+	CHECK(write(w, "abc", 3) == 3, "write to the pipe: %s", strerror(errno));
+	CHECK(read(p[0], b, 3) == 3 && !memcmp(b, "abc", 3), "the pipe did not carry its bytes");
+	close(w);
+	ev = wait_ev(s, POLLIN, 5000);
+	CHECK(ev & POLLIN, "the peer saw no end of the connection in 5 s (revents 0x%x)", ev);
+	CHECK(recv(s, b, sizeof b, 0) == 0, "the peer read no EOF");
+	close(p[0]);
+	close(p[1]);
+	close(s);
+	return 0;
+}
+
 /* send on a connection whose peer has closed until it fails; returns the
  * errno (EPIPE expected) */
 static int send_until_error(int fd, int flags)
