@@ -134,8 +134,10 @@ static void all_parent(void)
 
 static void all_child(void)
 {
-	for (struct sdp_conn *c = all_conns; c; c = c->all_next)
+	for (struct sdp_conn *c = all_conns; c; c = c->all_next) {
 		pthread_mutex_init(&c->lock, NULL);
+		sdp_relay_atfork_child(c);
+	}
 	pthread_mutex_init(&all_lock, NULL);
 }
 

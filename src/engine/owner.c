@@ -116,7 +116,9 @@ int sdp_owner_alloc(void)
 
 static struct owner_slot *slot_of(int slot)
 {
-	return slot >= 0 && region ? &region->slot[slot] : NULL;
+	/* Bounded: a slot number may come from another process (relay.c). */
+	return slot >= 0 && (unsigned)slot < OWNER_SLOTS && region ?
+	       &region->slot[slot] : NULL;
 }
 
 int sdp_owner_is_me(int slot)
@@ -344,6 +346,17 @@ int sdp_owner_relay_accept(int slot, uint32_t asker)
 		return 0;
 	syscall(SYS_futex, &s->relay, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 	return 1;
+}
+
+void sdp_owner_relay_refuse(int slot, uint32_t asker)
+{
+	struct owner_slot *s = slot_of(slot);
+	uint32_t v = asker;
+
+	if (s && asker && !(asker & RELAY_ACCEPTED) &&
+	    atomic_compare_exchange_strong(&s->relay, &v, 0))
+		syscall(SYS_futex, &s->relay, FUTEX_WAKE, INT_MAX, NULL, NULL,
+			0);
 }
 
 int sdp_owner_relayed(int slot)

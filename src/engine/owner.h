@@ -68,6 +68,8 @@ int sdp_owner_relay_ask(int slot);
 int sdp_owner_relay_wait(int slot, unsigned ms);
 /* Owner: accept `asker`'s request (1), unless it was withdrawn (0). */
 int sdp_owner_relay_accept(int slot, uint32_t asker);
+/* Owner: refuse `asker`'s request, so that it stops waiting. */
+void sdp_owner_relay_refuse(int slot, uint32_t asker);
 /* Is the connection relayed (for good)? */
 int sdp_owner_relayed(int slot);
 #endif

@@ -317,9 +317,12 @@ void sdp_progress_arm_timer(struct sdp_conn *c)
 		sdp_progress_wake();
 }
 
+static int relaying(const struct sdp_conn *c);
+
 void sdp_progress_watch_holders(struct sdp_conn *c)
 {
-	if (c->ready_kept && c->ready_kept->lib_fd >= 0)
+	/* A relayed connection ends with its relay (relay.c). */
+	if (c->ready_kept && c->ready_kept->lib_fd >= 0 && !relaying(c))
 		sdp_progress_watch_fd(c, c->ready_kept->lib_fd, EPOLLRDHUP);
 }
 
@@ -758,6 +761,12 @@ static void leave_one(struct sdp_conn *c, void *arg)
 	(void)arg;
 	if (!exit_lock(c))
 		return;
+	if (relaying(c)) {	/* as in flush_one: nobody can take it on */
+		sdp_relay_abort_locked(c);
+		sdp_progress_end_held_locked(c, 1);
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
 	if (held_by_other_process(c) && !c->detached) {
 		sdp_handover_leave_locked(c);
 		c->ready = NULL;

@@ -131,16 +131,16 @@ void sdp_ready_set(struct sdp_ready *r, unsigned want)
 		 * poll(POLLOUT) must wake): our filler goes.  Closing lib_fd
 		 * while it holds an unread byte then makes the kernel flag
 		 * app_fd with ECONNRESET: POLLERR|POLLHUP, permanently, once
-		 * the last copy of lib_fd is closed (another process of the
-		 * family may hold one: until then POLLOUT|POLLHUP). */
+		 * the last copy of lib_fd is closed.  The peer's process
+		 * (appwake) or another of the family may hold one: hang up
+		 * now, so that POLLHUP comes at once.  (A waiter may see the
+		 * POLLOUT an instant before the POLLHUP; its send then fails
+		 * with the reset.) */
 		if (r->unwritable) {
 			drain(r->lib_fd, 0);
 			r->unwritable = 0;
 		}
 		sdp_real.send(r->app_fd, "e", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-		/* The peer's process may still hold a copy of lib_fd for a
-		 * moment (appwake): hang up now; the reset follows when the
-		 * last copy goes. */
 		sdp_real.shutdown(r->lib_fd, SHUT_RDWR);
 		sdp_real.close(r->lib_fd);
 		r->lib_fd = -1;

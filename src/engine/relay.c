@@ -3,17 +3,18 @@
  * relay.c — a connection carried across exec() by the process that drives
  * it (see relay.h).
  *
- * The request.  The exec'ing process writes a 12-byte record (magic and its
- * pid) with one descriptor attached (SCM_RIGHTS) into its copy of the
- * application's end of the readiness pair; it arrives on the library end,
- * which the owner watches once its own descriptor is closed (nothing else
- * flows that way then: the owner holds no application end to fill).  The
- * owner slot (owner.h) carries the handshake: the asker names itself there
- * first and waits; the owner accepts by turning the name into "accepted",
- * and an asker that gave up has already withdrawn it, so exactly one of the
- * two wins and a late request is simply closed.  A peer that holds a copy
- * of the library end (appwake) cannot write into it: only holders of the
- * application end can, and those are the family.
+ * The request.  The exec'ing process sends a 24-byte record (magic, its
+ * pid, the connection's owner slot, whether the image gets it as stdio)
+ * with two descriptors attached (SCM_RIGHTS): the stream's end for the
+ * owner, and its own copy of the application's end, as proof that it
+ * holds the connection (the owner compares the inode it took at fork: a
+ * descendant cannot have a connection relayed that it was never given).
+ * It goes on the request socket of the ancestor named in the owner slot.
+ * The slot (owner.h) carries the handshake: the asker names itself there
+ * and waits; the owner accepts by turning the name into "accepted", or
+ * refuses by clearing it (the asker then resets at once instead of
+ * waiting), and an asker that gave up has already withdrawn it, so exactly
+ * one side wins and a late request is simply closed.
  *
  * The pump runs in the owner's progress thread, on the connection's own
  * events and the stream's (edge-triggered), through the engine's ordinary
@@ -31,6 +32,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <fcntl.h>
 #include <time.h>
@@ -43,6 +45,7 @@
 #include "engine/owner.h"
 #include "engine/progress.h"
 #include "engine/real.h"
+#include "transport/fdhigh.h"
 
 #define RELAY_MAGIC 0x59414c4552504453ull	/* "SDPRELAY" */
 #define RELAY_BUF 65536
@@ -64,7 +67,8 @@ struct sdp_relay {
 	unsigned out_eof:1;	/* the image was told: EOF or failure */
 	unsigned in_eof:1;	/* the image shut its writing side */
 	unsigned shut_sent:1;	/* ... and the connection's, after its bytes */
-	unsigned done:1;	/* ended: fd closed */
+	unsigned image_closed:1; /* writing to the image failed (EPIPE) */
+	int done;		/* ended (set under c->lock, by any thread) */
 	uint8_t out[RELAY_BUF];
 	uint8_t in[RELAY_BUF];
 };
@@ -123,6 +127,10 @@ void sdp_relay_before_fork(void)
 	if (F.rx < 0 &&
 	    sdp_real.socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0,
 				sp) == 0) {
+		/* The library's own: out of the application's numbers, and
+		 * safe from its close loops and dup2()s (fdhigh.h). */
+		sp[0] = sdp_fd_high(sp[0]);
+		sp[1] = sdp_fd_high(sp[1]);
 		sdp_real.fcntl(sp[0], F_SETFL, O_NONBLOCK | O_RDWR);
 		if (sdp_progress_watch_relay(sp[0]) == 0) {
 			F.rx = sp[0];
@@ -138,12 +146,13 @@ void sdp_relay_before_fork(void)
 /* ---- the exec'ing side: system calls and atomics only ------------------- */
 
 static int send_request(int tx, const struct relay_req *req, int fd,
-			unsigned ms)
+			int proof, unsigned ms)
 {
 	union {
 		struct cmsghdr h;
-		char b[CMSG_SPACE(sizeof(int))];
+		char b[CMSG_SPACE(2 * sizeof(int))];
 	} u;
+	int fds[2] = { fd, proof };
 	struct iovec iov = { (void *)req, sizeof(*req) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
 			     .msg_control = u.b, .msg_controllen = sizeof(u.b) };
@@ -155,8 +164,8 @@ static int send_request(int tx, const struct relay_req *req, int fd,
 	cm = CMSG_FIRSTHDR(&mh);
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	cm->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
 	for (;;) {
 		long n = syscall(SYS_sendmsg, tx, &mh,
 				 MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -172,7 +181,7 @@ static int send_request(int tx, const struct relay_req *req, int fd,
 	}
 }
 
-int sdp_relay_ask(struct sdp_conn *c, int nonblock, int stdio)
+int sdp_relay_ask(struct sdp_conn *c, int app_fd, int nonblock, int stdio)
 {
 	uint32_t owner = sdp_owner_get(c->owner_slot);
 	struct relay_req req = { RELAY_MAGIC, (uint32_t)getpid(),
@@ -194,7 +203,7 @@ int sdp_relay_ask(struct sdp_conn *c, int nonblock, int stdio)
 		sdp_owner_relay_wait(c->owner_slot, 0);	/* withdraw */
 		return r;
 	}
-	r = send_request(tx, &req, sp[1], sdp_cfg.fork_claim_ms);
+	r = send_request(tx, &req, sp[1], app_fd, sdp_cfg.fork_claim_ms);
 	syscall(SYS_close, sp[1]);
 	if (r < 0 || !sdp_owner_relay_wait(c->owner_slot,
 					   sdp_cfg.fork_claim_ms)) {
@@ -209,10 +218,11 @@ int sdp_relay_ask(struct sdp_conn *c, int nonblock, int stdio)
 
 /* ---- the owner's side --------------------------------------------------- */
 
-static int start_locked(struct sdp_conn *c, int fd,
+static int start_locked(struct sdp_conn *c, int fd, int proof,
 			const struct relay_req *q)
 {
 	struct sdp_relay *r;
+	struct stat st;
 
 	if (c->relay || !sdp_owner_is_me(c->owner_slot) || !c->registered ||
 	    c->orphan || c->state == SDP_ST_RESET ||
@@ -223,6 +233,9 @@ static int start_locked(struct sdp_conn *c, int fd,
 	 * helper), unless the child was given it as its stdio (inetd). */
 	if (!c->held_elsewhere && !q->stdio)
 		return -EBUSY;
+	if (!c->ready || !c->ready->app_ino || fstat(proof, &st) < 0 ||
+	    (uint64_t)st.st_ino != c->ready->app_ino)
+		return -EPERM;	/* it does not hold this connection */
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
@@ -243,12 +256,18 @@ static int start_locked(struct sdp_conn *c, int fd,
 	 * application of ours that will not call (appwake.h). */
 	sdp_appwake_disarm_locked(c);
 	c->appwake_off = 1;
+	/* The relay decides when the connection ends, not the hang-up of
+	 * the application's end (which the exec'ing process gives up now:
+	 * watched, it would ring for ever). */
+	if (c->held_elsewhere && c->ready_kept && c->ready_kept->lib_fd >= 0)
+		sdp_progress_unwatch_fd(c->ready_kept->lib_fd);
 	return 0;
 }
 
 struct request {
 	struct relay_req req;
-	int fd;
+	int fd;		/* the stream's end, -1 once taken */
+	int proof;	/* the asker's copy of the application's end */
 };
 
 static void try_start(struct sdp_conn *c, void *arg)
@@ -258,7 +277,7 @@ static void try_start(struct sdp_conn *c, void *arg)
 	if (q->fd < 0 || c->owner_slot != (int)q->req.slot)
 		return;
 	pthread_mutex_lock(&c->lock);
-	if (start_locked(c, q->fd, &q->req) == 0)
+	if (start_locked(c, q->fd, q->proof, &q->req) == 0)
 		q->fd = -1;
 	pthread_mutex_unlock(&c->lock);
 	if (q->fd < 0)
@@ -272,7 +291,7 @@ void sdp_relay_serve_requests(void)
 			struct cmsghdr h;
 			char b[CMSG_SPACE(4 * sizeof(int))];
 		} u;
-		struct request q = { { 0, 0, 0, 0, 0 }, -1 };
+		struct request q = { { 0, 0, 0, 0, 0 }, -1, -1 };
 		struct iovec iov = { &q.req, sizeof(q.req) };
 		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
 				     .msg_control = u.b,
@@ -296,27 +315,34 @@ void sdp_relay_serve_requests(void)
 				memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int),
 				       sizeof(fd));
 				if (q.fd < 0)
-					q.fd = fd;
+					q.fd = sdp_fd_high(fd);
+				else if (q.proof < 0)
+					q.proof = fd;
 				else
 					sdp_real.close(fd);
 			}
 		}
-		if (q.fd < 0)
-			continue;
-		if (n == (ssize_t)sizeof(q.req) && q.req.magic == RELAY_MAGIC)
+		if (n == (ssize_t)sizeof(q.req) && q.req.magic == RELAY_MAGIC &&
+		    q.fd >= 0 && q.proof >= 0) {
 			sdp_progress_foreach(try_start, &q);
+			if (q.fd >= 0)	/* tell it now: it resets, not waits */
+				sdp_owner_relay_refuse((int)q.req.slot,
+						       q.req.pid);
+		}
 		if (q.fd >= 0)
-			sdp_real.close(q.fd);	/* refused: the asker resets */
+			sdp_real.close(q.fd);
+		if (q.proof >= 0)
+			sdp_real.close(q.proof);
 	}
 }
 
-/* Has the image closed every descriptor of its end?  Only asked once it
- * stopped writing: a half-close leaves POLLHUP off. */
+/* Has the image closed every descriptor of its end?  Asked only once it
+ * stopped writing or reading: a half-close leaves POLLHUP off. */
 static int image_gone(const struct sdp_relay *r)
 {
 	struct pollfd p = { r->fd, POLLOUT, 0 };
 
-	return r->in_eof && !r->in_len &&
+	return (r->in_eof || r->image_closed) &&
 	       poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR));
 }
 
@@ -353,6 +379,7 @@ static int to_image(struct sdp_conn *c, struct sdp_relay *r)
 		}
 		if (w < 0 && errno != EAGAIN && errno != EINTR) {
 			r->out_eof = 1;		/* the image closed its end */
+			r->image_closed = 1;
 			return 1;
 		}
 	}
@@ -408,7 +435,7 @@ static int from_image(struct sdp_conn *c, struct sdp_relay *r)
 static void end_locked(struct sdp_conn *c, struct sdp_relay *r, int abort)
 {
 	sdp_progress_unwatch_fd(r->fd);
-	r->done = 1;
+	__atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
 	sdp_progress_end_held_locked(c, abort);
 }
 
@@ -420,21 +447,24 @@ void sdp_relay_pump(struct sdp_conn *c)
 	pthread_mutex_lock(&c->lock);
 	r = c->relay;
 	pthread_mutex_unlock(&c->lock);
-	if (!r || r->done)
+	if (!r || __atomic_load_n(&r->done, __ATOMIC_ACQUIRE))
 		return;
 	do {
 		moved = to_image(c, r);
 		moved |= from_image(c, r);
 	} while (moved && ++rounds < 64);
 	pthread_mutex_lock(&c->lock);
-	if (!r->done && image_gone(r)) {
-		/* Bytes the image will never read: a reset, as TCP's close
-		 * with unread data (the engine adds its own queue). */
-		end_locked(c, r, r->out_len > 0);
+	if (!r->done && image_gone(r) && (r->out_len || !r->in_len)) {
+		/* Gone.  With bytes it never read: a reset, as TCP's close
+		 * with unread data (the engine adds its own queue), even if
+		 * its own last bytes could not go (a peer that only writes
+		 * would never take them).  Else a close, once they went. */
+		end_locked(c, r, r->out_len > 0 || r->image_closed);
 		sdp_real.close(r->fd);
 		r->fd = -1;
-	} else if (moved)
+	} else if (moved) {
 		sdp_progress_arm_timer(c);	/* capped: come back */
+	}
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -448,6 +478,20 @@ void sdp_relay_abort_locked(struct sdp_conn *c)
 	 * open until the connection is freed, and only stops working. */
 	sdp_real.shutdown(r->fd, SHUT_RDWR);
 	sdp_progress_unwatch_fd(r->fd);
+	__atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+}
+
+void sdp_relay_atfork_child(struct sdp_conn *c)
+{
+	struct sdp_relay *r = c->relay;
+
+	/* The parent relays it: our copy of its stream must not keep the
+	 * image from seeing the parent go (EOF). */
+	if (!r)
+		return;
+	if (r->fd >= 0)
+		sdp_real.close(r->fd);
+	r->fd = -1;
 	r->done = 1;
 }
 
@@ -458,7 +502,7 @@ int sdp_relay_active(const struct sdp_conn *c)
 
 int sdp_relay_done(const struct sdp_conn *c)
 {
-	return !c->relay || c->relay->done;
+	return !c->relay || __atomic_load_n(&c->relay->done, __ATOMIC_ACQUIRE);
 }
 
 void sdp_relay_free(struct sdp_conn *c)

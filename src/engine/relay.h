@@ -10,8 +10,9 @@
  * ancestor drives the connection (the server that accepted and forked: the
  * usual case), the exec'ing process asks it to *relay*: it hands over one
  * end of a fresh AF_UNIX stream pair (SCM_RIGHTS, on a socket the ancestor
- * made for its children at fork), puts the other end on every number of
- * the connection, and execs.  From then on the owner copies bytes both ways
+ * made for its children at fork, with its copy of the connection's
+ * descriptor as proof), puts the other end on every number of the
+ * connection, and execs.  From then on the owner copies bytes both ways
  * between the connection and the pair: the new image reads and writes a
  * plain stream socket, with or without libsdp, and gets every byte once,
  * in order, data in flight included.  Half-closes pass both ways.  A
@@ -28,7 +29,7 @@ struct sdp_conn;
 void sdp_relay_before_fork(void);
 /* Exec'ing side: ask the owner of `c` to relay it for our next image,
  * which gets it as stdin, stdout or stderr (`stdio`) or under another
- * number.  The owner relays only what it no longer uses itself: a
+ * number; `app_fd` is our descriptor of it (the proof that we hold it).  The owner relays only what it no longer uses itself: a
  * connection it holds no descriptor of, or one given as stdio (inetd,
  * sshd, git daemon: the server closes its copy soon after, never reading
  * it); a client's connection that a helper inherits by accident (no
@@ -36,7 +37,7 @@ void sdp_relay_before_fork(void);
  * to hold, or -errno (-ENOTSUP: the owner is not an ancestor of ours, or
  * this process; the caller falls back to a reset).  Only system calls and
  * atomics: no lock, no allocation. */
-int sdp_relay_ask(struct sdp_conn *c, int nonblock, int stdio);
+int sdp_relay_ask(struct sdp_conn *c, int app_fd, int nonblock, int stdio);
 
 /* Owner, progress thread: take the requests that arrived. */
 void sdp_relay_serve_requests(void);
@@ -53,6 +54,8 @@ void sdp_relay_pump(struct sdp_conn *c);
 void sdp_relay_abort_locked(struct sdp_conn *c);
 /* Has the relay ended (the image closed its end, or we aborted)? */
 int sdp_relay_done(const struct sdp_conn *c);
+/* fork() child: the parent relays `c`; drop our copy of its stream. */
+void sdp_relay_atfork_child(struct sdp_conn *c);
 /* The connection is freed. */
 void sdp_relay_free(struct sdp_conn *c);
 #endif

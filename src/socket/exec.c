@@ -11,7 +11,11 @@
  *
  * So right before the real exec, every SDP application descriptor without
  * FD_CLOEXEC is replaced, on the same number and with the same file status
- * flags, by a *poisoned* socket: one end of a fresh AF_UNIX socketpair
+ * flags.  Where the ancestor that drives the connection takes it on
+ * (engine/relay.h: the image gets it as stdio, or the ancestor no longer
+ * holds it), by a stream that ancestor relays, and the new image's
+ * environment names it (SDP_RELAYED, relayed.c).  Otherwise by a
+ * *poisoned* socket: one end of a fresh AF_UNIX socketpair
  * whose other end was closed while holding an unread byte.  The kernel then
  * reports what a TCP program sees after a reset: recv() fails once with
  * ECONNRESET and returns EOF after that, write()/send() fail with EPIPE,
@@ -221,16 +225,16 @@ static int relayed(struct exec_guard *g, int fd, int fl)
 		return -ENOSPC;
 	/* Numbers come in ascending order: the first of a connection is its
 	 * lowest, stdio if any is. */
-	r = sdp_relay_ask(s->conn, fl >= 0 && (fl & O_NONBLOCK), fd <= 2);
+	r = sdp_relay_ask(s->conn, fd, fl >= 0 && (fl & O_NONBLOCK), fd <= 2);
 	if (r < 0)
 		return r;
 	rl = &g->relay[g->nrelay++];
 	rl->conn = s->conn;
 	rl->fd = r;
 	rl->ino = fstat(r, &a) == 0 ? (uint64_t)a.st_ino : 0;
-	pthread_mutex_lock(&s->conn->lock);
+	/* No lock (exec may follow a fork whose lock was held): this
+	 * process never drove the connection, its copy does not change. */
 	rl->addr = s->conn->addr;
-	pthread_mutex_unlock(&s->conn->lock);
 	return r;
 }
 
@@ -321,7 +325,7 @@ static int candidate(int fd)
 	return fl >= 0 && !(fl & FD_CLOEXEC) && looks_sdp(fd);
 }
 
-static void guard_poison(struct exec_guard *g)
+static void guard_poison(struct exec_guard *g, int exec)
 {
 	int fd, cap = EXEC_STACK_SLOTS, n = 0;
 
@@ -330,7 +334,9 @@ static void guard_poison(struct exec_guard *g)
 	g->map_len = 0;
 	g->nrelay = 0;
 	g->env_map = NULL;
-	g->may_relay = !sdp_in_memory_sharing_child() &&
+	/* Not for posix_spawn: its swap is undone in this process after the
+	 * spawn, which would keep the stream in place of its connection. */
+	g->may_relay = exec && !sdp_in_memory_sharing_child() &&
 		       sdp_app_single_threaded();
 	for (fd = sdp_fd_scan_next(0); fd >= 0; fd = sdp_fd_scan_next(fd + 1))
 		n += candidate(fd);
@@ -429,7 +435,7 @@ SDP_EXPORT int execve(const char *path, char *const argv[],
 	struct exec_guard g;
 	int r;
 
-	guard_poison(&g);
+	guard_poison(&g, 1);
 	envp = guard_env(&g, envp);
 	r = R.execve ? R.execve(path, argv, envp) :
 		       (int)syscall(SYS_execve, path, argv, envp);
@@ -447,7 +453,7 @@ SDP_EXPORT int execvpe(const char *file, char *const argv[],
 		errno = ENOSYS;
 		return -1;
 	}
-	guard_poison(&g);
+	guard_poison(&g, 1);
 	envp = guard_env(&g, envp);
 	r = R.execvpe(file, argv, envp);
 	guard_restore(&g);
@@ -473,7 +479,7 @@ SDP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 		errno = ENOSYS;
 		return -1;
 	}
-	guard_poison(&g);
+	guard_poison(&g, 1);
 	envp = guard_env(&g, envp);
 	r = R.fexecve(fd, argv, envp);
 	guard_restore(&g);
@@ -486,7 +492,7 @@ SDP_EXPORT int execveat(int dirfd, const char *path, char *const argv[],
 	struct exec_guard g;
 	int r;
 
-	guard_poison(&g);
+	guard_poison(&g, 1);
 	envp = guard_env(&g, envp);
 	r = R.execveat ? R.execveat(dirfd, path, argv, envp, flags) :
 			 (int)syscall(SYS_execveat, dirfd, path, argv, envp,
@@ -669,7 +675,7 @@ static int spawn_common(spawn_fn real, pid_t *pid, const char *path,
 
 		if (!sdp_app_single_threaded())
 			return real(pid, path, fa, attr, argv, envp);
-		guard_poison(&g);
+		guard_poison(&g, 0);
 		r = real(pid, path, fa, attr, argv, envp);
 		guard_restore(&g);
 		return r;

@@ -74,7 +74,8 @@ static int unhex(const char **p, void *out, socklen_t max, socklen_t *len)
 
 __attribute__((constructor)) static void relayed_ctor(void)
 {
-	const char *p = getenv(SDP_RELAYED_ENV);
+	/* Not in a setuid program: its caller chose the environment. */
+	const char *p = secure_getenv(SDP_RELAYED_ENV);
 
 	while (p && *p && nrel < SDP_RELAYED_MAX) {
 		struct relayed *e = &R[nrel];
@@ -98,12 +99,23 @@ static struct relayed *find(int fd)
 	struct stat st;
 	int i;
 
+	int v = 0;
+	socklen_t l = sizeof(v);
+
 	if (!nrel || fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
 		return NULL;
 	for (i = 0; i < nrel; i++)
 		if (R[i].ino == (uint64_t)st.st_ino)
-			return &R[i];
-	return NULL;
+			break;
+	if (i == nrel)
+		return NULL;
+	/* An inode number is reused once its socket is gone: the stream is
+	 * an AF_UNIX one, never a real TCP socket that came to share it. */
+	sdp_real_init();
+	if (sdp_real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) < 0 ||
+	    v != AF_UNIX)
+		return NULL;
+	return &R[i];
 }
 
 int sdp_relayed_name(int fd, int peer, struct sockaddr *sa, socklen_t *len)
