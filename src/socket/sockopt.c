@@ -380,6 +380,13 @@ static int get_sol_socket(struct sdp_sock *s, int name, void *v, socklen_t *len)
 		memcpy(v, &s->linger, sizeof(struct linger));
 		*len = sizeof(struct linger);
 		return 0;
+	case SO_BINDTODEVICE:
+		/* Bound to no device, as a TCP socket that was not (sshd asks,
+		 * for its VRF "rdomain"). */
+		if (!len)
+			return -EFAULT;
+		*len = 0;
+		return 0;
 	default:
 		return -ENOPROTOOPT;
 	}

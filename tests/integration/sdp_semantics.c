@@ -130,6 +130,7 @@ static const struct {
 	{ "so_rcvbuf_so_sndbuf", t_so_bufs },
 	{ "so_reuseaddr", t_so_reuseaddr },
 	{ "so_keepalive", t_so_keepalive },
+	{ "so_bindtodevice_unbound", t_so_bindtodevice },
 	{ "tcp_nodelay", t_tcp_nodelay },
 	{ "tcp_cork", t_tcp_cork },
 	{ "fionread", t_fionread },

@@ -89,6 +89,22 @@ static int t_so_keepalive(void)
 	return 0;
 }
 
+/* SO_BINDTODEVICE read back on a socket bound to no device: an empty
+ * name (sshd asks it for its "rdomain" and logged an error on SDP). */
+static int t_so_bindtodevice(void)
+{
+	int c, s;
+	char dev[32];
+	socklen_t l = sizeof(dev);
+
+	PAIR(c, s);
+	SYS(getsockopt(c, SOL_SOCKET, SO_BINDTODEVICE, dev, &l));
+	CHECK(l == 0, "SO_BINDTODEVICE gave %u bytes, not an empty name", (unsigned)l);
+	close(c);
+	close(s);
+	return 0;
+}
+
 static int t_tcp_nodelay(void)
 {
 	int c, s, v, one = 1, zero = 0;
