@@ -50,6 +50,48 @@
 #include "transport/fdhigh.h"
 #include "transport/shm.h"
 
+/*
+ * A descriptor kept in reserve, so that a listener out of descriptors can
+ * still refuse: it gives the reserve up for an instant, accepts the
+ * waiting rendezvous connection and closes it at once.  The client's
+ * connect then fails (a "both" client goes over TCP) instead of waiting
+ * for ever in the rendezvous queue.  One for the process, taken when the
+ * first listener starts.
+ */
+static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
+static int spare_fd = -1;
+
+static void spare_keep(void)
+{
+	pthread_mutex_lock(&spare_lock);
+	if (spare_fd < 0)
+		spare_fd = sdp_fd_high(open("/dev/null", O_RDONLY | O_CLOEXEC));
+	pthread_mutex_unlock(&spare_lock);
+}
+
+/* accept4 failed with `err`: refuse one waiting client if it is for want
+ * of descriptors.  1 if one was refused. */
+static int refuse_for_want_of_fds(int lsock, int err)
+{
+	int s, refused = 0;
+
+	if (err != EMFILE && err != ENFILE)
+		return 0;
+	pthread_mutex_lock(&spare_lock);
+	if (spare_fd >= 0) {
+		close(spare_fd);
+		s = accept4(lsock, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (s >= 0) {
+			close(s);
+			refused = 1;
+		}
+		spare_fd = sdp_fd_high(open("/dev/null",
+					    O_RDONLY | O_CLOEXEC));
+	}
+	pthread_mutex_unlock(&spare_lock);
+	return refused;
+}
+
 #define SHM_NAME_PREFIX "libsdp/v1/"
 
 struct shm_pending {
@@ -650,6 +692,7 @@ int sdp__shm_listen(struct sdp_listener *sl, int backlog)
 		}
 	}
 	l->listening = true;
+	spare_keep();	/* while there are descriptors to keep */
 	return 0;
 }
 
@@ -683,8 +726,11 @@ static void accept_pending(struct shm_listener *l)
 		int s = sdp_fd_high(accept4(l->sock, NULL, NULL,
 					    SOCK_NONBLOCK | SOCK_CLOEXEC));
 
-		if (s < 0)
+		if (s < 0) {
+			if (refuse_for_want_of_fds(l->sock, errno))
+				continue;
 			return;
+		}
 		p = l->npending < SHM_MAX_PENDING ? calloc(1, sizeof(*p)) : NULL;
 		ev.data.fd = s;
 		if (!p || setsockopt(s, SOL_SOCKET, SO_PASSCRED, &one,

@@ -15,6 +15,7 @@
 #include <regex.h>
 #include <sys/stat.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/syscall.h>
@@ -130,6 +131,7 @@ static const struct {
 	{ "so_rcvbuf_so_sndbuf", t_so_bufs },
 	{ "so_reuseaddr", t_so_reuseaddr },
 	{ "so_keepalive", t_so_keepalive },
+	{ "listener_out_of_descriptors", t_listener_out_of_fds },
 	{ "so_bindtodevice_unbound", t_so_bindtodevice },
 	{ "tcp_nodelay", t_tcp_nodelay },
 	{ "tcp_cork", t_tcp_cork },

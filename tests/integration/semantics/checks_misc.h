@@ -233,6 +233,73 @@ static int t_connect_burst(void)
 	return 0;
 }
 
+/*
+ * A listener whose process has run out of descriptors.  SDP's handshake
+ * needs a few in the server (TCP's is done by the kernel into the
+ * backlog), so the server refuses what it cannot take: every connect ends
+ * (done or refused) and none waits for ever, as the rendezvous queue once
+ * made it.  A switched ("both") client falls back to TCP instead.  Not on
+ * kernel TCP alone.
+ */
+static int t_listener_out_of_fds(void)
+{
+	enum { N = 12 };
+	const char *pre = getenv("LD_PRELOAD");
+	int tcp = g_domain == AF_INET || g_domain == AF_INET6;
+	if (tcp && !(pre && strstr(pre, "libsdp")))
+		SKIP("kernel TCP completes handshakes without the server process");
+	int up[2], down[2];
+	SYS(pipe(up));
+	SYS(pipe(down));
+	pid_t srv = fork();
+	if (srv < 0)
+		return -1;
+	if (srv == 0) {	/* the server: a small limit, used up */
+		struct rlimit rl = { 64, 64 };
+		uint16_t port;
+		int l;
+		char b;
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);	/* gone with the check */
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			_exit(1);
+		l = t_listen(g_domain, g_af, &port, 64);
+		if (l < 0)
+			_exit(1);
+		while (open("/dev/null", O_RDONLY) >= 0)
+			;
+		if (write(up[1], &port, sizeof port) != sizeof port)
+			_exit(1);
+		while (read(down[0], &b, 1) < 0 && errno == EINTR)
+			;
+		_exit(0);
+	}
+	close(up[1]);
+	close(down[0]);
+	uint16_t port;
+	CHECK(read(up[0], &port, sizeof port) == sizeof port, "the server did not start");
+	sockaddr_any sa;
+	socklen_t len = make_loopback(&sa, g_af, port);
+	int refused = 0;
+	for (int i = 0; i < N; i++) {
+		int fd;
+		NEWSOCK(fd);
+		if (connect(fd, &sa.sa, len) < 0) {
+			CHECK(errno == ECONNREFUSED || errno == ECONNRESET,
+			      "connect #%d: %s, expected success or a refusal", i, strerror(errno));
+			refused++;
+		}
+		close(fd);
+	}
+	close(down[1]);
+	close(up[0]);
+	kill(srv, SIGKILL);
+	waitpid(srv, NULL, 0);
+	/* A switched ("both") client goes over TCP instead: no refusal. */
+	CHECK(tcp || refused > 0, "no connect was refused by a server out of descriptors");
+	return 0;
+}
+
 static int t_accept4(void)
 {
 	uint16_t port;
