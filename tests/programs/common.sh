@@ -280,6 +280,19 @@ sample_sdp() {
 	echo "$S_SDP"
 }
 
+# wrk_sdp NAME THREADS CONNS URL: wrk under sdp_run for 3 s, output in
+# $TMP/NAME.out; sets REQS (its Requests/sec line) and N (the SDP
+# connections sdpstat saw in wrk, sampled for a second mid-run).
+wrk_sdp() {
+	local name=$1 w
+	run_limited 20 "$TMP/$name.out" "$TMP/$name.err" "$SDP_RUN" wrk -t "$2" -c "$3" -d 3s "$4"
+	w=$BG_PID
+	sleep 1
+	N=$(sample_sdp "$w" 1)
+	wait "$w"
+	REQS=$(grep -o 'Requests/sec: *[0-9.]*' "$TMP/$name.out")
+}
+
 # SDP_LOG=3 evidence in a log file: the number of distinct SDP connections
 # that were ESTABLISHED ("conn N: CONNECTING -> ESTABLISHED" on the active
 # side, "conn N: ESTABLISHED -> ..." on the passive side); TCP fallbacks

@@ -73,12 +73,7 @@ start_nginx single sdp off
 CURL_MAX=8 fetch single-curl sdp
 check "single-curl-sdp" "curl's connection was SDP, and nginx's (SDP_LOG)" \
 	eval 'ge "$(log_sdp_established "$TMP/single-curl.err")" 1 && ge "$(log_sdp_established "$TMP/single/error.log")" 1'
-run_limited 20 "$TMP/single-wrk.out" "$TMP/single-wrk.err" "$SDP_RUN" wrk -t 2 -c 10 -d 3s "http://127.0.0.1:$PORT/blob.bin"
-W=$BG_PID
-sleep 1
-N=$(sample_sdp "$W" 1)
-wait "$W"
-REQS=$(grep -o 'Requests/sec: *[0-9.]*' "$TMP/single-wrk.out")
+wrk_sdp single-wrk 2 10 "http://127.0.0.1:$PORT/blob.bin"
 check "single-wrk" "wrk 3 s, 10 connections: ${REQS:-no result}, no socket errors" \
 	eval '[ -n "$REQS" ] && ! grep -q "Socket errors\|Non-2xx" "$TMP/single-wrk.out"'
 check "single-wrk-sdp" "wrk's connections were SDP (sdpstat saw $N of 10)" ge "$N" 10

@@ -39,12 +39,7 @@ done
 check curl "20 curl runs (sdp), a new connection each: $good with the right sha256" eq "$good" 20
 check curl-sdp "every curl connection was SDP (SDP_LOG: ESTABLISHED, no fallback): $sdp of 20" eq "$sdp" 20
 
-run_limited 20 "$TMP/wrk.out" "$TMP/wrk.err" "$SDP_RUN" wrk -t 1 -c 4 -d 3s "http://127.0.0.1:$PORT/"
-W=$BG_PID
-sleep 1
-N=$(sample_sdp "$W" 1)
-wait "$W"
-REQS=$(grep -o 'Requests/sec: *[0-9.]*' "$TMP/wrk.out")
+wrk_sdp wrk 1 4 "http://127.0.0.1:$PORT/"
 check wrk "wrk 3 s, 4 keep-alive connections: ${REQS:-no result}, no socket errors" \
 	eval '[ -n "$REQS" ] && ! grep -q "Socket errors\|Non-2xx" "$TMP/wrk.out"'
 check wrk-sdp "wrk's connections were SDP (sdpstat saw $N of 4)" ge "$N" 4
