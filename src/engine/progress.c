@@ -385,6 +385,7 @@ static void check_holders_locked(struct sdp_conn *c)
 	if (poll(&p, 1, 0) <= 0 ||
 	    !(p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
 		return;
+	sdp_log(SDP_LOG_DEBUG, "conn %u: its last descriptor closed", c->id);
 	sdp_progress_end_held_locked(c, 0);
 }
 

@@ -273,13 +273,18 @@ struct request {
 static void try_start(struct sdp_conn *c, void *arg)
 {
 	struct request *q = arg;
+	int r;
 
 	if (q->fd < 0 || c->owner_slot != (int)q->req.slot)
 		return;
 	pthread_mutex_lock(&c->lock);
-	if (start_locked(c, q->fd, q->proof, &q->req) == 0)
+	r = start_locked(c, q->fd, q->proof, &q->req);
+	if (r == 0)
 		q->fd = -1;
 	pthread_mutex_unlock(&c->lock);
+	sdp_log(r ? SDP_LOG_INFO : SDP_LOG_DEBUG,
+		"conn %u: relay for process %u across exec: %s", c->id,
+		q->req.pid, r ? strerror(-r) : "started");
 	if (q->fd < 0)
 		sdp_progress_wake();	/* pump what is already queued */
 }
@@ -459,6 +464,9 @@ void sdp_relay_pump(struct sdp_conn *c)
 		 * with unread data (the engine adds its own queue), even if
 		 * its own last bytes could not go (a peer that only writes
 		 * would never take them).  Else a close, once they went. */
+		sdp_log(SDP_LOG_DEBUG, "conn %u: relayed image gone (%s)",
+			c->id, r->out_len > 0 || r->image_closed ? "reset" :
+			"close");
 		end_locked(c, r, r->out_len > 0 || r->image_closed);
 		sdp_real.close(r->fd);
 		r->fd = -1;

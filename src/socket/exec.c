@@ -73,6 +73,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "engine/config.h"
 #include "engine/libthreads.h"
 #include "engine/conn.h"
 #include "engine/progress.h"
@@ -373,10 +374,13 @@ static void guard_poison(struct exec_guard *g, int exec)
 		sl->relayed = 0;
 		fl = (int)sys_fcntl(fd, F_GETFL, 0);
 		p = relayed(g, fd, fl);
-		if (p >= 0)
+		if (p >= 0) {
 			sl->relayed = 1;
-		else
+		} else {
+			sdp_log(SDP_LOG_DEBUG, "exec: fd %d: not relayed (%s): "
+				"the connection resets", fd, strerror(-p));
 			p = poisoned(fl);
+		}
 		if (p >= 0) {
 			sl->saved = (int)sys_fcntl(fd, F_DUPFD_CLOEXEC, 0);
 			if (sl->saved >= 0 &&

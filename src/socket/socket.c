@@ -89,11 +89,13 @@ static int others_hold(const struct sdp_sock *s)
 {
 	struct pollfd p = { .fd = s->ready.lib_fd, .events = POLLRDHUP };
 
-	if (s->conn && sdp_relay_active(s->conn))
-		return 1;	/* a new image holds it (relay.h) */
-	if (p.fd < 0 || poll(&p, 1, 0) < 0)
-		return 0;
-	return !(p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+	if (p.fd >= 0 && poll(&p, 1, 0) >= 0 &&
+	    !(p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+		return 1;
+	/* A process that has the connection relayed for its new image
+	 * (relay.h) drops its copies only once the relay is accepted: asked
+	 * after the hang-up, this cannot miss it. */
+	return s->conn && sdp_relay_active(s->conn);
 }
 
 void sdp_sock_release(struct sdp_sock *s)
