@@ -26,6 +26,7 @@ struct sdp_config sdp_cfg = {
 	.spin_us = 10,		/* measured: docs/BENCHMARKS.md */
 	.nagle_us = 5000,
 	.close_timeout_ms = 60000,
+	.connect_timeout_ms = 10000,
 	.close_flush_ms = 1000,
 	.fork_claim_ms = 1000,
 	.zcopy_thresh = 1048576,	/* measured crossover: docs/BENCHMARKS.md */
@@ -101,6 +102,8 @@ static void config_load(void)
 	sdp_env_u32("SDP_SPIN_US", &sdp_cfg.spin_us, 0, 1000000);
 	sdp_env_u32("SDP_NAGLE_US", &sdp_cfg.nagle_us, 0, 1000000);
 	sdp_env_u32("SDP_CLOSE_TIMEOUT_MS", &sdp_cfg.close_timeout_ms, 1, 3600000);
+	sdp_env_u32("SDP_CONNECT_TIMEOUT_MS", &sdp_cfg.connect_timeout_ms, 1,
+		    3600000);
 	sdp_env_u32("SDP_CLOSE_FLUSH_MS", &sdp_cfg.close_flush_ms, 0, 60000);
 	sdp_env_u32("SDP_FORK_CLAIM_MS", &sdp_cfg.fork_claim_ms, 0, 60000);
 	sdp_env_u32("SDP_ZCOPY_THRESH", &sdp_cfg.zcopy_thresh, 0, 0x7fffffff);

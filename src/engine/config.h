@@ -25,6 +25,7 @@ struct sdp_config {
 	uint32_t spin_us;	/* SDP_SPIN_US: busy-poll before sleeping */
 	uint32_t nagle_us;	/* SDP_NAGLE_US: max hold time of a small send */
 	uint32_t close_timeout_ms; /* SDP_CLOSE_TIMEOUT_MS: orphan FIN_WAIT limit */
+	uint32_t connect_timeout_ms; /* SDP_CONNECT_TIMEOUT_MS: handshake limit */
 	uint32_t close_flush_ms; /* SDP_CLOSE_FLUSH_MS: close() waits for the queue */
 	uint32_t fork_claim_ms;	/* SDP_FORK_CLAIM_MS: how long a process waits
 				 * for a busy owner to hand a connection over */

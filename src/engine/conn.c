@@ -419,8 +419,16 @@ int sdp_conn_connect(struct sdp_conn *c, struct sdp_listener *local,
 		c->state = SDP_ST_CLOSED;
 		goto out_unlock;
 	}
+	/* A listener that never answers (its process stopped, or stuck)
+	 * must not hold the client for ever: the progress thread resets the
+	 * attempt at the deadline, and a "both" socket falls back. */
+	c->connect_deadline_ns = sdp_now_ns() +
+		(uint64_t)sdp_cfg.connect_timeout_ms * 1000000ull;
 	pthread_mutex_unlock(&c->lock);
-	return sdp_progress_add_conn(c);
+	r = sdp_progress_add_conn(c);
+	if (r == 0)
+		sdp_progress_arm_timer_at(c, c->connect_deadline_ns);
+	return r;
 
 out_unlock:
 	if (local && r < 0 && !c->qp)
@@ -458,7 +466,8 @@ static int conn_handle_cm_event_locked(struct sdp_conn *c)
 		SDP_TP(c->qp)->addresses(c->qp, &c->addr);
 		return sdp_conn_set_state_locked(c, SDP_ST_ESTABLISHED);
 	case SDP_CM_REJECTED:
-		c->reason = SDP_REASON_REFUSED;
+		c->reason = ev.flags & SDP_CM_F_LISTENER_SAID_NO ?
+			    SDP_REASON_LISTENER_REFUSED : SDP_REASON_REFUSED;
 		return ev.err ? ev.err : -ECONNREFUSED;
 	case SDP_CM_UNREACHABLE:
 		return ev.err ? ev.err : -ENETUNREACH;

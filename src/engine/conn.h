@@ -46,7 +46,13 @@ const char *sdp_state_name(enum sdp_state st);
 	X(LOCAL_ABORT, "aborted locally (SO_LINGER 0 or unread data)")     \
 	X(TIMEOUT, "close timed out")                                      \
 	X(REFUSED, "no SDP listener at the destination")                   \
-	X(OWNER_GONE, "the process that drove it died (fork)")
+	X(OWNER_GONE, "the process that drove it died (fork)")             \
+	X(LISTENER_REFUSED, "the SDP listener refused it (backlog full or " \
+	  "out of descriptors)")                                           \
+	X(CONNECT_TIMEOUT, "the SDP listener did not answer in time "      \
+	  "(SDP_CONNECT_TIMEOUT_MS)")                                      \
+	X(EXEC, "the new program of an exec() could not take it")          \
+	X(RELAY_UNREAD, "the exec'd program closed it with data unread")
 
 enum sdp_reason {
 #define X(name, text) SDP_REASON_##name,
@@ -257,6 +263,7 @@ struct sdp_conn {
 	unsigned registered:1;		/* in the progress thread's epoll */
 	unsigned dead:1;		/* queued for freeing */
 	uint64_t close_deadline_ns;
+	uint64_t connect_deadline_ns;	/* CONNECTING: reset after it */
 	struct sdp_ready *ready;	/* app fd mirror; NULL once orphaned */
 	unsigned app_fd_shared:1;	/* ready->lib_fd handed to the peer */
 	unsigned peer_takes_tcp:1;	/* active open: the listener said it

@@ -429,6 +429,25 @@ static int orphan_done_locked(const struct sdp_conn *c)
  * pending, so the next epoll_wait must not sleep. */
 static int poll_again;
 
+/* The earliest deadline a connection waits for without a message: its
+ * Nagle/cork hold, or the end of a handshake that gets no answer.  0 if
+ * none. */
+static uint64_t deadline_locked(const struct sdp_conn *c)
+{
+	uint64_t d = c->nagle_deadline_ns;
+
+	if (c->state == SDP_ST_CONNECTING && c->connect_deadline_ns &&
+	    (!d || c->connect_deadline_ns < d))
+		d = c->connect_deadline_ns;
+	return d;
+}
+
+static int connect_due_locked(const struct sdp_conn *c, uint64_t now)
+{
+	return c->state == SDP_ST_CONNECTING && c->connect_deadline_ns &&
+	       now >= c->connect_deadline_ns;
+}
+
 /* Run one connection's progress; returns 1 if it must be released. */
 static int service_conn(struct sdp_conn *c, uint64_t now)
 {
@@ -448,6 +467,12 @@ static int service_conn(struct sdp_conn *c, uint64_t now)
 	}
 	check_holders_locked(c);
 	SDP_TP(c->qp)->ack_events(c->qp);
+	if (connect_due_locked(c, now)) {
+		sdp_conn_progress_locked(c);	/* the answer may be in */
+		if (c->state == SDP_ST_CONNECTING)
+			sdp_conn_reset_locked(c, -ETIMEDOUT,
+					      SDP_REASON_CONNECT_TIMEOUT);
+	}
 	do {
 		sdp_conn_progress_locked(c);
 		if (c->nagle_deadline_ns && now >= c->nagle_deadline_ns) {
@@ -469,6 +494,8 @@ static int service_conn(struct sdp_conn *c, uint64_t now)
 	 * unarmed, so no doorbell will ring for it.  Come back next turn. */
 	if (c->registered && (c->nagle_deadline_ns || c->orphan || more))
 		sdp_progress_arm_timer(c);
+	else if (c->registered && deadline_locked(c))
+		sdp_progress_arm_timer_at(c, deadline_locked(c));
 	if (c->registered && more)
 		poll_again = 1;
 	relay = !release && relaying(c);
@@ -485,7 +512,7 @@ static int hold_due(struct sdp_conn *c, uint64_t now, uint64_t *nearest)
 	uint64_t d;
 
 	pthread_mutex_lock(&c->lock);
-	d = c->nagle_deadline_ns;
+	d = deadline_locked(c);
 	if (d && now < d && c->registered) {
 		sdp_progress_arm_timer_at(c, d);
 		if (!*nearest || d < *nearest)
@@ -537,7 +564,7 @@ static uint64_t service_timers(uint64_t now, struct sdp_conn **release,
 		if (*nrelease < max && service_conn(c, now))
 			release[(*nrelease)++] = c;
 		pthread_mutex_lock(&c->lock);
-		d = c->nagle_deadline_ns;
+		d = deadline_locked(c);
 		if (c->orphan && c->close_deadline_ns &&
 		    (!d || c->close_deadline_ns < d))
 			d = c->close_deadline_ns;

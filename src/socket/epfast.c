@@ -378,6 +378,33 @@ void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev)
 	sdp_sock_put(s);
 }
 
+void sdp_epfast_fd_replaced(int fd, struct sdp_sock *s)
+{
+	int ep, i;
+
+	if (!atomic_load(&ep_any))
+		return;
+	pthread_mutex_lock(&ep_lock);
+	for (ep = 0; ep < EP_MAX_FD; ep++) {
+		struct ep_set *set = sets[ep];
+
+		if (!set)
+			continue;
+		while ((i = ent_find(set, ep, fd, s)) >= 0) {
+			struct epoll_event ev = { .events = set->e[i].events,
+						  .data = set->e[i].data };
+
+			/* The old file leaves the set when it closes; the
+			 * new one must be added under the same number. */
+			if (sdp_real.epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0 &&
+			    errno == EEXIST)
+				sdp_real.epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
+			ent_del_locked(set, i);
+		}
+	}
+	pthread_mutex_unlock(&ep_lock);
+}
+
 /* A new epoll descriptor: whatever we knew under that number is stale. */
 static int ep_created(int ep)
 {

@@ -63,6 +63,10 @@ struct sdp_sock {
 	int tcp_family;		/* AF_INET or AF_INET6, as the app asked */
 	int sock_type;		/* type flags given to socket() */
 	int may_fallback;	/* connect verdict "both": TCP if refused */
+	/* Where the SDP attempt of a "both" socket goes: a non-blocking one
+	 * that fails later falls back when the application looks. */
+	struct sockaddr_storage fb_dst;
+	socklen_t fb_dst_len;		/* 0: none */
 	/* Its close is reported to policy/destmemo.h ("both" connects). */
 	struct sockaddr_storage sl_dst;	/* as given to connect() */
 	socklen_t sl_dst_len;		/* 0: not reported */
@@ -111,13 +115,21 @@ void sdp_switch_forget_tcp(int fd);
 int sdp_lsnfd_install(struct sdp_sock *s, int fd);
 /* Untrack and close the hidden descriptors (last close, or fallback). */
 void sdp_lsnfd_release(struct sdp_sock *s);
+/* getsockopt(SO_ERROR): a failed non-blocking "both" attempt goes TCP
+ * (socket.c); 1 if it did. */
+int sdp_sock_late_fallback(struct sdp_sock *s, int fd);
+/* The SDP attempt failed with `sdp_err` for `reason` (conn.h): maybe TCP. */
 int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
 				const struct sockaddr *sa, socklen_t len,
-				int sdp_err);
+				int sdp_err, enum sdp_reason reason);
 
 /* Descriptor table (fdtable.c).  get() returns a referenced socket or NULL
  * (cheap for descriptors that are not SDP). */
 void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev);
+/* `fd` stops naming socket s (it became a kernel socket, dup3): every
+ * epoll set that holds the pair gets the new file with the same events
+ * and data, and forgets s. */
+void sdp_epfast_fd_replaced(int fd, struct sdp_sock *s);
 /* A socket gained or lost its connection: epoll_wait's cached snapshots
  * (epfast.c) are stale. */
 void sdp_epfast_conns_changed(void);

@@ -532,6 +532,15 @@ SDP_EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 	return sdp_ret(do_accept(fd, sa, len, flags));
 }
 
+/* An attempt that failed before the handshake completed. */
+static int never_connected(const struct sdp_conn *c)
+{
+	return c->reason == SDP_REASON_REFUSED ||
+	       c->reason == SDP_REASON_LISTENER_REFUSED ||
+	       c->reason == SDP_REASON_CONNECT_TIMEOUT;
+}
+
+static int still_connecting(struct sdp_conn *c);
 static int switch_fallback(struct sdp_sock *s, int fd, const struct sockaddr *sa,
 			   socklen_t len, int err);
 
@@ -596,6 +605,11 @@ SDP_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		r = sdp_switch_connect(s, fd, sa, len);
 		if (r != 1)
 			goto out;	/* the policy sent it to TCP */
+		s->fb_dst_len = 0;
+		if (s->may_fallback && len <= sizeof(s->fb_dst)) {
+			memcpy(&s->fb_dst, sa, len);
+			s->fb_dst_len = len;
+		}
 	}
 	sdp_sock_ofed_family(s, sa, len);
 	r = sdp_sock_addr_in(s, sa, len, &a, &alen);
@@ -645,7 +659,7 @@ SDP_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		pthread_mutex_unlock(&c->lock);
 	} else {
 		r = sdp_conn_wait_connected(c, s->sndtimeo_ms ? s->sndtimeo_ms : -1);
-		if (r == -ETIMEDOUT && s->sndtimeo_ms)
+		if (r == -ETIMEDOUT && still_connecting(c))
 			r = -EINPROGRESS;	/* as TCP with SO_SNDTIMEO */
 	}
 	sdp_conn_put(c);
@@ -658,10 +672,22 @@ out:
 	return sdp_ret(r);
 }
 
+/* SO_SNDTIMEO ran out, not the handshake's own deadline. */
+static int still_connecting(struct sdp_conn *c)
+{
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	r = c->state == SDP_ST_CONNECTING;
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
 /* The SDP attempt of a "both" socket failed: drop it, maybe go TCP. */
 static int switch_fallback(struct sdp_sock *s, int fd, const struct sockaddr *sa,
 			   socklen_t len, int err)
 {
+	enum sdp_reason why = SDP_REASON_NONE;
 	struct sdp_conn *c;
 
 	pthread_mutex_lock(&s->lock);
@@ -670,9 +696,57 @@ static int switch_fallback(struct sdp_sock *s, int fd, const struct sockaddr *sa
 	s->kind = SDP_SK_NEW;
 	pthread_mutex_unlock(&s->lock);
 	sdp_epfast_conns_changed();
-	if (c)
+	if (c) {
+		pthread_mutex_lock(&c->lock);
+		why = c->reason;
+		pthread_mutex_unlock(&c->lock);
 		sdp_conn_close(c, 1);
-	return sdp_switch_fallback_connect(s, fd, sa, len, err);
+	}
+	return sdp_switch_fallback_connect(s, fd, sa, len, err, why);
+}
+
+/*
+ * getsockopt(SO_ERROR) on a "both" socket whose non-blocking SDP attempt
+ * failed after connect() returned (no answer in time, or refused): the
+ * descriptor becomes the TCP socket, connecting to the same destination,
+ * and stays in the application's epoll sets (become_tcp).  Event loops
+ * read SO_ERROR when the descriptor turns writable, and this is that
+ * moment.  1 if it switched: SO_ERROR is then the kernel socket's.
+ */
+int sdp_sock_late_fallback(struct sdp_sock *s, int fd)
+{
+	struct sdp_conn *c;
+	int err = 0;
+
+	if (!s->switched || s->shadow < 0 || !s->may_fallback ||
+	    !s->fb_dst_len)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	c = s->kind == SDP_SK_CONN ? s->conn : NULL;
+	if (c) {
+		pthread_mutex_lock(&c->lock);
+		sdp_conn_progress_locked(c);
+		if (c->state == SDP_ST_RESET && never_connected(c))
+			err = c->so_error;
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!err)
+		return 0;
+	err = switch_fallback(s, fd, (struct sockaddr *)&s->fb_dst,
+			      s->fb_dst_len, err);
+	if (sdp_fd_peek(fd) == s)
+		return 0;	/* still SDP: the error stands */
+	if (err == -EINPROGRESS) {
+		/* Loopback or a LAN answers within this wait; past it the
+		 * application sees EAGAIN, then EPOLLOUT, as on any
+		 * connecting TCP socket. */
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		struct timespec ts = { 1, 0 };
+
+		syscall(SYS_ppoll, &p, 1, &ts, NULL, 0);
+	}
+	return 1;
 }
 
 /* shutdown(SHUT_RD or SHUT_RDWR) of a listener, as Linux does for TCP:
@@ -949,7 +1023,7 @@ SDP_EXPORT int getpeername(int fd, struct sockaddr *sa, socklen_t *len)
 		pthread_mutex_lock(&c->lock);
 		if (c->state == SDP_ST_CONNECTING || c->state == SDP_ST_CLOSED ||
 		    !c->addr.peer_len || (c->state == SDP_ST_RESET &&
-					   c->reason == SDP_REASON_REFUSED))
+					   never_connected(c)))
 			r = -ENOTCONN;
 		else
 			copy_addr(&c->addr.peer, c->addr.peer_len, sa, len);

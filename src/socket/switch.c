@@ -284,7 +284,9 @@ static int become_tcp(struct sdp_sock *s, int fd, const char *why,
 	s->shadow = -1;
 	sdp_log(SDP_LOG_INFO, "fd %d: over TCP: %s", fd, why);
 	sdp_switch_record_tcp(fd, why, remote);
-	/* The descriptor no longer names the SDP socket. */
+	/* The descriptor no longer names the SDP socket; the epoll sets the
+	 * application put it in must now watch the kernel socket. */
+	sdp_epfast_fd_replaced(fd, s);
 	taken = sdp_fd_take(fd);
 	if (s->bound) {
 		sdp_tp_default()->close_listener(s->bound);
@@ -569,17 +571,26 @@ static bool connected(int fd)
 /* Called by socket.c when the SDP connect of a "both" socket failed. */
 int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
 				const struct sockaddr *sa, socklen_t len,
-				int sdp_err)
+				int sdp_err, enum sdp_reason reason)
 {
-	char why[96];
+	int timed_out = reason == SDP_REASON_CONNECT_TIMEOUT &&
+			sdp_err == -ETIMEDOUT;
+	char why[160];
 	int r;
 
 	if (!s->switched || s->shadow < 0 ||
-	    !(refused(sdp_err) || out_of_resources(sdp_err)))
+	    !(refused(sdp_err) || out_of_resources(sdp_err) || timed_out))
 		return sdp_err;
-	snprintf(why, sizeof(why), refused(sdp_err) ?
-		 "no SDP listener at the peer (%s)" :
-		 "no resources for SDP here (%s)", strerror(-sdp_err));
+	if (timed_out)
+		snprintf(why, sizeof(why), "the SDP listener did not answer "
+			 "within %u ms (SDP_CONNECT_TIMEOUT_MS)",
+			 sdp_cfg.connect_timeout_ms);
+	else if (reason == SDP_REASON_LISTENER_REFUSED)
+		snprintf(why, sizeof(why), "%s", sdp_reason_str(reason));
+	else
+		snprintf(why, sizeof(why), refused(sdp_err) ?
+			 "no SDP listener at the peer (%s)" :
+			 "no resources for SDP here (%s)", strerror(-sdp_err));
 	r = connect_over_tcp(s, fd, sa, len, why);
 	/* A TCP listener answered: remember that SDP is not there.  On
 	 * loopback a non-blocking connect has its answer before it returns

@@ -262,6 +262,14 @@ static void connect_failed(struct shm_qp *qp, int err)
 		post_event(qp, SDP_CM_UNREACHABLE, err, NULL, 0);
 }
 
+/* The listener answered with a refusal: the client's log must not say
+ * that nobody listens. */
+static void connect_refused_by_listener(struct shm_qp *qp)
+{
+	connect_failed(qp, -ECONNREFUSED);
+	qp->ev.flags = SDP_CM_F_LISTENER_SAID_NO;
+}
+
 int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
 		     const struct sockaddr *dst, socklen_t len,
 		     const void *priv, uint32_t priv_len)
@@ -360,7 +368,10 @@ static int connect_reply(struct shm_qp *qp, struct sdp_cm_event *ev)
 	if (fd >= 0)
 		close(fd);
 	if (err) {
-		connect_failed(qp, err);
+		if (type == SHM_MSG_REJECT)
+			connect_refused_by_listener(qp);
+		else
+			connect_failed(qp, err);
 		qp->ev_pending = false;
 		*ev = qp->ev;
 		return 0;

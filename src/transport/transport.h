@@ -146,6 +146,8 @@ struct sdp_qp_attr {
  * SDP messages: 0 from any other. */
 #define SDP_CM_F_TCP_TOO 1u	/* the listener also takes kernel TCP
 				 * connections on its port (policy "both") */
+#define SDP_CM_F_LISTENER_SAID_NO 2u /* REJECTED: a listener refused it
+				      * (not: nobody listens) */
 
 struct sdp_tp_caps {
 	uint32_t max_inline;	/* SDP_SEND_INLINE allowed up to this many bytes */

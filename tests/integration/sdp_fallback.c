@@ -19,6 +19,14 @@
  *      connect fails with ECONNREFUSED (no silent fallback);
  *   f. a policy file with a typo line: exactly one error line on stderr
  *      naming FILE:LINE; the program still runs and the other lines apply.
+ *   g. a preloaded server whose process is stopped (SIGSTOP), so that its
+ *      SDP listener cannot answer: a blocking preloaded client gives up
+ *      after SDP_CONNECT_TIMEOUT_MS and falls back to TCP (the kernel
+ *      answers for the stopped server), the log names the cause, and the
+ *      bytes arrive once the server runs again;
+ *   h. the same with a non-blocking connect waited for in epoll (the
+ *      descriptor stays in the application's epoll set across the switch);
+ *   i. the same with policy `use sdp`: connect fails with ETIMEDOUT.
  *
  * Output is TAP-like ("ok N - ...", "not ok N - ..."); exit 0 when all pass,
  * 77 (skip) when libsdp.so is not preloaded.
@@ -32,6 +40,7 @@
 #include "itest_common.h"
 
 #include <dirent.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 
 #ifndef SDP_CONN_TRANSPORT
@@ -132,6 +141,51 @@ static int role_server(void)
 	return 0;
 }
 
+/* A non-blocking connect as event loops do it: EINPROGRESS, the descriptor
+ * added to an epoll set for EPOLLOUT, SO_ERROR once it fires; then back to
+ * blocking.  0, or -1 with errno. */
+static int connect_in_epoll(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	int fl = fcntl(fd, F_GETFL), ep, err = 0;
+	socklen_t el = sizeof err;
+	struct epoll_event ev = { .events = EPOLLOUT, .data.u64 = 0x5d9 };
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		DIE_ERRNO("fcntl(O_NONBLOCK)");
+	if (connect(fd, sa, len) < 0) {
+		if (errno != EINPROGRESS)
+			return -1;
+		ep = epoll_create1(EPOLL_CLOEXEC);
+		if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
+			DIE_ERRNO("epoll");
+		memset(&ev, 0, sizeof(ev));
+		int n;
+		do
+			n = epoll_wait(ep, &ev, 1, 20000);
+		while (n < 0 && errno == EINTR);
+		if (n != 1 || ev.data.u64 != 0x5d9)
+			die("client: epoll_wait gave %d events (data %#llx) for the connect", n,
+			    (unsigned long long)ev.data.u64);
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
+			DIE_ERRNO("getsockopt(SO_ERROR)");
+		/* Connected: the socket must still be in the set, and say so
+		 * (an event loop goes on waiting on it). */
+		if (!err) {
+			ev.events = EPOLLOUT;
+			n = epoll_wait(ep, &ev, 1, 20000);
+			if (n != 1 || ev.data.u64 != 0x5d9 || !(ev.events & EPOLLOUT))
+				die("client: after the connect, epoll_wait gave %d events (%#x) for the "
+				    "connected socket",
+				    n, n == 1 ? ev.events : 0);
+		}
+		close(ep);
+	}
+	if (fcntl(fd, F_SETFL, fl) < 0)
+		DIE_ERRNO("fcntl");
+	errno = err;
+	return err ? -1 : 0;
+}
+
 /* client PORT BYTES: connect to 127.0.0.1:PORT (timed), send BYTES of
  * pattern, SHUT_WR, read the server's checksum, print
  * "client TRANSPORT CONNECT_US SENT_CSUM ECHO_CSUM" or
@@ -147,9 +201,12 @@ static int role_client(uint16_t port)
 	socklen_t len = make_loopback(&a, AF_INET, port);
 	double t0 = now_sec();
 	int r;
-	do
-		r = connect(fd, &a.sa, len);
-	while (r < 0 && errno == EINTR);
+	if (getenv("SDP_TEST_NONBLOCK"))
+		r = connect_in_epoll(fd, &a.sa, len);
+	else
+		do
+			r = connect(fd, &a.sa, len);
+		while (r < 0 && errno == EINTR);
 	long us = (long)((now_sec() - t0) * 1e6);
 	if (r < 0) {
 		printf("client connect-failed %d %ld\n", errno, us);
@@ -158,6 +215,10 @@ static int role_client(uint16_t port)
 	}
 	char tr[32];
 	transport_of(fd, tr, sizeof tr);
+	if (getenv("SDP_TEST_ANNOUNCE")) {	/* the orchestrator waits for it */
+		printf("connected %s %ld\n", tr, us);
+		fflush(stdout);
+	}
 	unsigned char *pat = pattern_new(7);
 	csum_t cs;
 	csum_init(&cs);
@@ -394,6 +455,62 @@ static void cfg_tcp_for_port(uint16_t port)
 	write_file(cfg_path, text);
 }
 
+/* g, h, i: the server's process is stopped before the client starts, and
+ * continued once the client's connect returned (its "connected" line), so
+ * that the SDP listener cannot have answered in between.  connect_ms: what
+ * the client's connect took. */
+static struct result run_stalled(const char *tag, const char *const *cli_env, proc_t *cli_out)
+{
+	struct result r;
+	char line[256], t1[64], t2[64], ctag[64], portstr[16];
+	unsigned port = 0;
+
+	memset(&r, 0, sizeof r);
+	watchdog_arm(60, "case %s", tag);
+	proc_t srv = spawn_role(tag, 1, NULL, "server", NULL);
+	if (read_line(&srv, line, sizeof line) < 0 || sscanf(line, "port %u", &port) != 1) {
+		printf("# %s: server did not report its port ('%s')\n", tag, line);
+		reap(&srv, 1);
+		return r;
+	}
+	if (kill(srv.pid, SIGSTOP) < 0)
+		DIE_ERRNO("kill(SIGSTOP)");
+	snprintf(ctag, sizeof ctag, "%s-client", tag);
+	snprintf(portstr, sizeof portstr, "%u", port);
+	proc_t cli = spawn_role(ctag, 1, cli_env, "client", portstr);
+	int cok = read_line(&cli, line, sizeof line) == 0;
+	kill(srv.pid, SIGCONT);
+	if (cok && sscanf(line, "client connect-failed %d %ld", &r.connect_errno, &r.connect_us) ==
+			   2) {
+		r.ok = 1;
+		reap(&cli, 0);
+		reap(&srv, 1);
+	} else if (cok && sscanf(line, "connected %31s %ld", r.client_tr, &r.connect_us) == 2 &&
+		   read_line(&cli, line, sizeof line) == 0 &&
+		   sscanf(line, "client %31s %*d %63s %63s", r.client_tr, t1, t2) == 3) {
+		r.sent = strtoull(t1, NULL, 16);
+		r.echo = strtoull(t2, NULL, 16);
+		reap(&cli, 0);
+		if (read_line(&srv, line, sizeof line) == 0 &&
+		    sscanf(line, "server %31s %63s %" SCNu64, r.server_tr, t1, &r.srv_bytes) == 3) {
+			r.srv_csum = strtoull(t1, NULL, 16);
+			r.ok = 1;
+		}
+		reap(&srv, !r.ok);
+	} else {
+		printf("# %s: bad client line '%s'\n", tag, line);
+		reap(&cli, 1);
+		reap(&srv, 1);
+	}
+	if (!r.ok) {
+		show_stderr(&srv, "server");
+		show_stderr(&cli, "client");
+	}
+	*cli_out = cli;
+	watchdog_disarm();
+	return r;
+}
+
 static int selected(const char *only, char c)
 {
 	return !only || strchr(only, c);
@@ -420,7 +537,7 @@ int main(int argc, char **argv)
 		else if (role && !strcmp(role, "client") && !cport)
 			cport = (uint16_t)atoi(argv[i]);
 		else {
-			fprintf(stderr, "usage: sdp_fallback [--bytes N] [--only abcdef] [--known CASES]\n");
+			fprintf(stderr, "usage: sdp_fallback [--bytes N] [--only abcdefghi] [--known CASES]\n");
 			return 2;
 		}
 	}
@@ -553,6 +670,52 @@ int main(int argc, char **argv)
 		      "f: exactly one error line on stderr naming %s (%d lines, %d naming it)", want,
 		      lines, named);
 		printf("# f: client stderr: %s", e);
+	}
+	/* The handshake deadline of g, h and i, and what "after it" means. */
+	static const char *const stalled_env[] = { "SDP_CONNECT_TIMEOUT_MS=400", "SDP_LOG=2",
+						   "SDP_TEST_ANNOUNCE=1", NULL };
+	static const char *const stalled_nb_env[] = { "SDP_CONNECT_TIMEOUT_MS=400", "SDP_LOG=2",
+						      "SDP_TEST_ANNOUNCE=1", "SDP_TEST_NONBLOCK=1",
+						      NULL };
+	const char *why = "over TCP: the SDP listener did not answer within 400 ms";
+	if (selected(only, 'g')) {
+		cur_case = 'g';
+		r = run_stalled("g", stalled_env, &cli);
+		check_data("g (stopped SDP server, blocking connect)", &r);
+		check(r.ok && !strcmp(r.client_tr, "tcp") && !strcmp(r.server_tr, "tcp"),
+		      "g: TCP at both ends after the deadline (client %s, server %s)", r.client_tr,
+		      r.server_tr);
+		check(r.ok && r.connect_us >= 400000 && r.connect_us < 400000 + limit_us * 8,
+		      "g: the connect returned after the 400 ms deadline (%ld us)", r.connect_us);
+		check(strstr(stderr_of(&cli), why) != NULL, "g: SDP_LOG=2 names the cause (\"%s\")",
+		      why);
+		if (nfail)
+			show_stderr(&cli, "client");
+	}
+	if (selected(only, 'h')) {
+		cur_case = 'h';
+		r = run_stalled("h", stalled_nb_env, &cli);
+		check_data("h (stopped SDP server, non-blocking connect in epoll)", &r);
+		check(r.ok && !strcmp(r.client_tr, "tcp") && !strcmp(r.server_tr, "tcp"),
+		      "h: TCP at both ends after the deadline (client %s, server %s)", r.client_tr,
+		      r.server_tr);
+		check(strstr(stderr_of(&cli), why) != NULL, "h: SDP_LOG=2 names the cause");
+		if (nfail)
+			show_stderr(&cli, "client");
+	}
+	if (selected(only, 'i')) {
+		cur_case = 'i';
+		char envcfg[340], path[300];
+		snprintf(path, sizeof path, "%s/i.conf", tmpdir);
+		write_file(path, "use sdp client * *:*\n");
+		snprintf(envcfg, sizeof envcfg, "LIBSDP_CONFIG_FILE=%s", path);
+		const char *const env[] = { envcfg, "SDP_CONNECT_TIMEOUT_MS=400", "SDP_LOG=2",
+					    "SDP_TEST_ANNOUNCE=1", NULL };
+		r = run_stalled("i", env, &cli);
+		check(r.ok && r.connect_errno == ETIMEDOUT,
+		      "i: policy sdp to a stopped SDP server: connect fails with ETIMEDOUT (got %s)",
+		      r.ok ? (r.connect_errno ? strerror(r.connect_errno) : "connected") : "no result");
+		check(r.ok && r.connect_us >= 400000, "i: after the deadline (%ld us)", r.connect_us);
 	}
 	printf("%d tests, %d failed, %d known failures (--known %s)\n", ntest, nfail, nknown,
 	       *opt_known ? opt_known : "none");
