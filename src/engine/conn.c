@@ -62,6 +62,13 @@ const char *sdp_reason_str(enum sdp_reason r)
 	return "?";
 }
 
+int sdp_reason_is_local_abort(enum sdp_reason r)
+{
+	return r == SDP_REASON_LOCAL_ABORT || r == SDP_REASON_CLOSED_UNREAD ||
+	       r == SDP_REASON_DATA_AFTER_CLOSE ||
+	       r == SDP_REASON_RELAY_UNREAD || r == SDP_REASON_RELAY_ENDED;
+}
+
 /*
  * Allowed transitions.  Anything else is an engine bug: refuse it (log and
  * reset the connection) rather than carry on in an impossible state.
@@ -543,7 +550,7 @@ void sdp_conn_reset_locked(struct sdp_conn *c, int err, enum sdp_reason why)
 		sdp_state_name(c->state), strerror(-err), sdp_reason_str(why));
 	sdp_appwake_stop_locked(c);
 	c->appwake_off = 1;
-	if (why == SDP_REASON_LOCAL_ABORT && c->qp && !c->abort_sent &&
+	if (sdp_reason_is_local_abort(why) && c->qp && !c->abort_sent &&
 	    c->tx_credits >= 1 && c->state != SDP_ST_CONNECTING) {
 		/* Tell the peer explicitly; the QP teardown follows anyway. */
 		c->abort_sent = 1;
@@ -902,9 +909,16 @@ void sdp_conn_close_locked(struct sdp_conn *c, int abort)
 	if (c->qp && c->state != SDP_ST_RESET && c->state != SDP_ST_CLOSED) {
 		sdp_conn_progress_locked(c);
 		if (abort || c->rx_bytes > 0 || c->state == SDP_ST_CONNECTING) {
-			/* Like TCP: unread data or SO_LINGER 0 means RST. */
-			sdp_conn_reset_locked(c, -ECONNRESET,
-					      SDP_REASON_LOCAL_ABORT);
+			/* Like TCP: unread data or SO_LINGER 0 means RST.  A
+			 * caller that knows better named the cause already. */
+			enum sdp_reason why = c->close_reason;
+
+			if (why == SDP_REASON_NONE)
+				why = c->state == SDP_ST_CONNECTING ?
+				      SDP_REASON_CLOSED_CONNECTING :
+				      abort ? SDP_REASON_LOCAL_ABORT :
+				      SDP_REASON_CLOSED_UNREAD;
+			sdp_conn_reset_locked(c, -ECONNRESET, why);
 		} else if (!c->wr_shut) {
 			c->wr_shut = 1;
 			sdp_tx_flush_locked(c, 1);

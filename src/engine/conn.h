@@ -43,7 +43,10 @@ const char *sdp_state_name(enum sdp_state st);
 	X(PEER_GONE, "peer process or QP went away")                       \
 	X(PROTOCOL, "peer violated the SDP protocol")                      \
 	X(TRANSPORT, "transport error")                                    \
-	X(LOCAL_ABORT, "aborted locally (SO_LINGER 0 or unread data)")     \
+	X(LOCAL_ABORT, "aborted locally (SO_LINGER 0)")                    \
+	X(CLOSED_UNREAD, "closed with data unread (a reset, as TCP's)")    \
+	X(CLOSED_CONNECTING, "closed while connecting")                    \
+	X(DATA_AFTER_CLOSE, "data arrived after close (a reset, as TCP's)") \
 	X(TIMEOUT, "close timed out")                                      \
 	X(REFUSED, "no SDP listener at the destination")                   \
 	X(OWNER_GONE, "the process that drove it died (fork)")             \
@@ -51,8 +54,9 @@ const char *sdp_state_name(enum sdp_state st);
 	  "out of descriptors)")                                           \
 	X(CONNECT_TIMEOUT, "the SDP listener did not answer in time "      \
 	  "(SDP_CONNECT_TIMEOUT_MS)")                                      \
-	X(EXEC, "the new program of an exec() could not take it")          \
-	X(RELAY_UNREAD, "the exec'd program closed it with data unread")
+	X(RELAY_UNREAD, "the exec'd program closed it with data unread")   \
+	X(RELAY_ENDED, "the process relaying it for an exec'd program "   \
+	  "exited")
 
 enum sdp_reason {
 #define X(name, text) SDP_REASON_##name,
@@ -61,6 +65,8 @@ enum sdp_reason {
 };
 
 const char *sdp_reason_str(enum sdp_reason r);
+/* This end chose to reset it (the peer is told with AbortConn). */
+int sdp_reason_is_local_abort(enum sdp_reason r);
 
 /* A received Data message still (partly) unread, in its private buffer. */
 struct sdp_relay;
@@ -264,6 +270,9 @@ struct sdp_conn {
 	unsigned dead:1;		/* queued for freeing */
 	uint64_t close_deadline_ns;
 	uint64_t connect_deadline_ns;	/* CONNECTING: reset after it */
+	/* Why a close that resets does so, when the closer knows better
+	 * than "SO_LINGER 0" or "unread data" (the exec relay). */
+	enum sdp_reason close_reason;
 	struct sdp_ready *ready;	/* app fd mirror; NULL once orphaned */
 	unsigned app_fd_shared:1;	/* ready->lib_fd handed to the peer */
 	unsigned peer_takes_tcp:1;	/* active open: the listener said it

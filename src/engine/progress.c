@@ -764,6 +764,7 @@ static void flush_one(struct sdp_conn *c, void *arg)
 		/* Nobody can relay it after us (relay.h): both ends are
 		 * told, the peer by a reset. */
 		sdp_relay_abort_locked(c);
+		c->close_reason = SDP_REASON_RELAY_ENDED;
 		sdp_progress_end_held_locked(c, 1);
 		pthread_mutex_unlock(&c->lock);
 		return;
@@ -791,6 +792,7 @@ static void leave_one(struct sdp_conn *c, void *arg)
 		return;
 	if (relaying(c)) {	/* as in flush_one: nobody can take it on */
 		sdp_relay_abort_locked(c);
+		c->close_reason = SDP_REASON_RELAY_ENDED;
 		sdp_progress_end_held_locked(c, 1);
 		pthread_mutex_unlock(&c->lock);
 		return;

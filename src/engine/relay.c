@@ -441,6 +441,8 @@ static void end_locked(struct sdp_conn *c, struct sdp_relay *r, int abort)
 {
 	sdp_progress_unwatch_fd(r->fd);
 	__atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+	if (abort)
+		c->close_reason = SDP_REASON_RELAY_UNREAD;
 	sdp_progress_end_held_locked(c, abort);
 }
 

@@ -161,7 +161,7 @@ static int rx_dispatch(struct sdp_conn *c, uint32_t idx, const struct sdp_msg *m
 		if (c->orphan && m->payload_len) {
 			/* Like TCP: data for a closed socket resets it. */
 			sdp_conn_reset_locked(c, -ECONNRESET,
-					      SDP_REASON_LOCAL_ABORT);
+					      SDP_REASON_DATA_AFTER_CLOSE);
 			return -ECONNRESET;
 		}
 		/* Stream data: it ends our SinkAvail, if any (5.4). */

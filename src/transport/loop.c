@@ -564,8 +564,13 @@ static void req_reject_locked(struct loop_req *r, int err)
 
 static void loop_reject(struct sdp_conn_req *sr)
 {
+	struct loop_qp *active;
+
 	loop_lock_all();
+	active = ((struct loop_req *)sr)->active;
 	req_reject_locked((struct loop_req *)sr, -ECONNREFUSED);
+	if (active)	/* the engine refused: not "nobody listens" */
+		active->ev.flags = SDP_CM_F_LISTENER_SAID_NO;
 	pthread_mutex_unlock(&loop_lock);
 }
 

@@ -88,6 +88,67 @@ static void test_connect_refused(void)
 	CHECK_ALL_RELEASED();
 }
 
+/* A listener that refuses (it closes with requests still waiting for room
+ * in its backlog) is told apart from no listener at all: the client's
+ * reason names the listener, the errno is still ECONNREFUSED. */
+static void test_connect_listener_refused(void)
+{
+	struct eh_server s = { 0 };
+	struct sdp_conn *queued, *waiting;
+	int r;
+
+	REQUIRE_OK(eh_listen(&s));
+	sdp_listen_set_backlog(s.l, 1);
+	REQUIRE_OK(sdp_conn_alloc(&queued));
+	REQUIRE_OK(sdp_conn_connect(queued, NULL, (struct sockaddr *)&s.addr,
+				    sizeof(s.addr)));
+	CHECK_EQ(sdp_conn_wait_connected(queued, eh_ms(10000)), 0);
+	REQUIRE_OK(sdp_conn_alloc(&waiting));
+	REQUIRE_OK(sdp_conn_connect(waiting, NULL, (struct sockaddr *)&s.addr,
+				    sizeof(s.addr)));
+	/* The backlog is full: it waits, unanswered, until the close. */
+	CHECK_EQ(sdp_conn_wait_connected(waiting, 100), -ETIMEDOUT);
+	eh_unlisten(&s);
+	r = sdp_conn_wait_connected(waiting, eh_ms(10000));
+	CHECK_EQ(r, -ECONNREFUSED);
+	CHECK_STATE(waiting, SDP_ST_RESET);
+	CHECK_REASON(waiting, SDP_REASON_LISTENER_REFUSED);
+	sdp_conn_close(waiting, 0);
+	sdp_conn_close(queued, 0);
+	CHECK_ALL_RELEASED();
+}
+
+/* A listener that never answers (its process stopped): the handshake's
+ * deadline (SDP_CONNECT_TIMEOUT_MS, 2000 ms in these tests) resets the
+ * attempt, with a reason that says so. */
+static void test_connect_deadline(void)
+{
+	struct eh_server s = { 0 };
+	struct sdp_conn *queued, *waiting;
+	uint64_t t0;
+	int r;
+
+	REQUIRE_OK(eh_listen(&s));
+	sdp_listen_set_backlog(s.l, 1);
+	REQUIRE_OK(sdp_conn_alloc(&queued));
+	REQUIRE_OK(sdp_conn_connect(queued, NULL, (struct sockaddr *)&s.addr,
+				    sizeof(s.addr)));
+	CHECK_EQ(sdp_conn_wait_connected(queued, eh_ms(10000)), 0);
+	REQUIRE_OK(sdp_conn_alloc(&waiting));
+	t0 = eh_now_ms();
+	REQUIRE_OK(sdp_conn_connect(waiting, NULL, (struct sockaddr *)&s.addr,
+				    sizeof(s.addr)));
+	r = sdp_conn_wait_connected(waiting, eh_ms(30000));
+	CHECK_EQ(r, -ETIMEDOUT);
+	CHECK(eh_now_ms() - t0 >= sdp_cfg.connect_timeout_ms);
+	CHECK_STATE(waiting, SDP_ST_RESET);
+	CHECK_REASON(waiting, SDP_REASON_CONNECT_TIMEOUT);
+	sdp_conn_close(waiting, 0);
+	sdp_conn_close(queued, 0);
+	eh_unlisten(&s);
+	CHECK_ALL_RELEASED();
+}
+
 /* ---- 2. bulk data, both directions, 2 threads per side ------------------- */
 
 struct bulk_dir {
@@ -655,6 +716,10 @@ static const struct eh_test tests[] = {
 	{ "connect/accept over loop: states, credits, addresses",
 	  test_connect_accept },
 	{ "connect to a closed port is refused", test_connect_refused },
+	{ "a listener's refusal is told apart from no listener",
+	  test_connect_listener_refused },
+	{ "a listener that never answers: reset at the handshake deadline",
+	  test_connect_deadline },
 	{ "bulk data both ways, 2 threads per side", test_bulk_both_ways },
 	{ "non-blocking send to a non-reading receiver: EAGAIN, no reset",
 	  test_nonblock_credit_reserve },
@@ -713,6 +778,7 @@ int main(void)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	/* Fork before any engine thread exists. */
 	ok = run_small_child(detail, sizeof(detail));
+	setenv("SDP_CONNECT_TIMEOUT_MS", "2000", 1);
 	eh_setup_env();
 	eh_report("tiny configuration (SDP_RECV_BUFS=4, SDP_RECV_BUF_SIZE=1040)",
 		  ok, detail);
