@@ -279,6 +279,9 @@ itest "itest/forkserver-exec-block-now" 120 sdp_forkserver --family "$FAM4" --ac
 itest "itest/forkserver-exec-poll-later" 120 sdp_forkserver --family "$FAM4" --accept poll --parent-close later --conns 600 --exec --greeting
 itest "itest/forkserver-exec-select-never" 120 sdp_forkserver --family "$FAM4" --accept select --parent-close never --conns 300 --exec --max-req 4M
 itest "itest/exec" 60 sdp_exec --family "$FAM4"
+# A child that serves an inherited connection from a seccomp sandbox.
+itest "itest/sandbox" 60 sdp_sandbox --family "$FAM4"
+itest "itest/sandbox6" 60 sdp_sandbox --family "$FAM6" --filter seccomp
 itest "itest/exec6" 60 sdp_exec --family "$FAM6"
 itest "itest/semantics" 120 sdp_semantics --family "$FAM4"
 itest "itest/semantics6" 120 sdp_semantics --family "$FAM6"
@@ -308,6 +311,7 @@ if [ "$FAMILY" = sdp ]; then
 	itest "switch/forkserver-poll-later" 120 sdp_forkserver --family tcp --accept poll --parent-close later --conns 600
 	itest "switch/forkserver-exec-epoll-now" 120 sdp_forkserver --family tcp --accept epoll --parent-close now --conns 600 --exec
 	itest "switch/exec" 60 sdp_exec --family tcp
+	itest "switch/sandbox" 60 sdp_sandbox --family tcp
 	itest "switch/kill" 60 sdp_kill --family tcp
 fi
 itest "itest/sdpstat" 60 sdp_stat --family "$FAM4"
@@ -347,7 +351,7 @@ selected "itest/fallback" && show_known "itest/fallback"
 # the preload, against the non-sanitized build only.  A check listed in the
 # script's KNOWN_FAILURES prints "not ok ... # TODO known failure" and does
 # not fail the test; those lines are shown after its PASS.
-SDP_PROGRAMS="iperf3 iperf sockperf redis python socat netcat nginx rsync sshd git-daemon node"
+SDP_PROGRAMS="iperf3 iperf sockperf redis python socat netcat nginx rsync sshd git-daemon node memcached chain"
 for p in $SDP_PROGRAMS; do
 	name="programs/$p"
 	selected "$name" || continue

@@ -54,9 +54,9 @@ const char *sdp_state_name(enum sdp_state st);
 	  "out of descriptors)")                                           \
 	X(CONNECT_TIMEOUT, "the SDP listener did not answer in time "      \
 	  "(SDP_CONNECT_TIMEOUT_MS)")                                      \
-	X(RELAY_UNREAD, "the exec'd program closed it with data unread")   \
-	X(RELAY_ENDED, "the process relaying it for an exec'd program "   \
-	  "exited")
+	X(RELAY_UNREAD, "the relayed program closed it with data unread")  \
+	X(RELAY_ENDED, "the process relaying it exited with data "         \
+	  "undelivered, or for an exec'd program")
 
 enum sdp_reason {
 #define X(name, text) SDP_REASON_##name,

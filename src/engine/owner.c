@@ -35,10 +35,12 @@ struct owner_slot {
 };
 
 #define RELAY_ACCEPTED 0x80000000u
+#define RELAY_IN_PLACE 0x40000000u	/* pids stay below (pid_max 2^22) */
 
 struct owner_region {
 	_Atomic uint32_t hint;
-	uint32_t pad[3];
+	_Atomic uint32_t in_place;	/* some slot was relayed in place */
+	uint32_t pad[2];
 	struct owner_slot slot[];
 };
 
@@ -330,19 +332,22 @@ int sdp_owner_relay_wait(int slot, unsigned ms)
 	v = me;
 	if (atomic_compare_exchange_strong(&s->relay, &v, 0))
 		return 0;
-	return v == (me | RELAY_ACCEPTED);
+	return (v & ~RELAY_IN_PLACE) == (me | RELAY_ACCEPTED);
 }
 
-int sdp_owner_relay_accept(int slot, uint32_t asker)
+int sdp_owner_relay_accept(int slot, uint32_t asker, int in_place)
 {
 	struct owner_slot *s = slot_of(slot);
 	uint32_t v = asker;
 
-	if (!s || !asker || (asker & RELAY_ACCEPTED) ||
+	if (!s || !asker || (asker & (RELAY_ACCEPTED | RELAY_IN_PLACE)) ||
 	    atomic_load(&s->owner) != me)
 		return 0;
+	if (in_place)	/* before the slot says so (seq_cst) */
+		atomic_store(&region->in_place, 1);
 	if (!atomic_compare_exchange_strong(&s->relay, &v,
-					    asker | RELAY_ACCEPTED))
+					    asker | RELAY_ACCEPTED |
+					    (in_place ? RELAY_IN_PLACE : 0)))
 		return 0;
 	syscall(SYS_futex, &s->relay, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 	return 1;
@@ -353,7 +358,7 @@ void sdp_owner_relay_refuse(int slot, uint32_t asker)
 	struct owner_slot *s = slot_of(slot);
 	uint32_t v = asker;
 
-	if (s && asker && !(asker & RELAY_ACCEPTED) &&
+	if (s && asker && !(asker & (RELAY_ACCEPTED | RELAY_IN_PLACE)) &&
 	    atomic_compare_exchange_strong(&s->relay, &v, 0))
 		syscall(SYS_futex, &s->relay, FUTEX_WAKE, INT_MAX, NULL, NULL,
 			0);
@@ -364,4 +369,19 @@ int sdp_owner_relayed(int slot)
 	struct owner_slot *s = slot_of(slot);
 
 	return s && (atomic_load(&s->relay) & RELAY_ACCEPTED);
+}
+
+int sdp_owner_any_in_place(void)
+{
+	struct owner_region *r = __atomic_load_n(&region, __ATOMIC_ACQUIRE);
+
+	return r && atomic_load_explicit(&r->in_place, memory_order_relaxed);
+}
+
+int sdp_owner_relayed_in_place(int slot)
+{
+	struct owner_slot *s = slot_of(slot);
+
+	return s && (atomic_load_explicit(&s->relay, memory_order_acquire) &
+		     RELAY_IN_PLACE);
 }

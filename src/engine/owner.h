@@ -67,9 +67,15 @@ int sdp_owner_relay_ask(int slot);
  * not.  1 accepted, 0 not. */
 int sdp_owner_relay_wait(int slot, unsigned ms);
 /* Owner: accept `asker`'s request (1), unless it was withdrawn (0). */
-int sdp_owner_relay_accept(int slot, uint32_t asker);
+int sdp_owner_relay_accept(int slot, uint32_t asker, int in_place);
 /* Owner: refuse `asker`'s request, so that it stops waiting. */
 void sdp_owner_relay_refuse(int slot, uint32_t asker);
 /* Is the connection relayed (for good)? */
 int sdp_owner_relayed(int slot);
+/* ... in place: its descriptor is, for every process, the plain socket it
+ * names (relay.h). */
+int sdp_owner_relayed_in_place(int slot);
+/* Was any connection of the family relayed in place?  One load: the fast
+ * path's test before it looks at a socket's connection. */
+int sdp_owner_any_in_place(void);
 #endif

@@ -761,12 +761,9 @@ static void flush_one(struct sdp_conn *c, void *arg)
 	if (!exit_lock(c))
 		return;
 	if (relaying(c)) {
-		/* Nobody can relay it after us (relay.h): both ends are
-		 * told, the peer by a reset. */
-		sdp_relay_abort_locked(c);
-		c->close_reason = SDP_REASON_RELAY_ENDED;
-		sdp_progress_end_held_locked(c, 1);
+		/* Nobody can relay it after us (relay.h). */
 		pthread_mutex_unlock(&c->lock);
+		sdp_relay_owner_exiting(c);
 		return;
 	}
 	if (held_by_other_process(c)) {
@@ -791,10 +788,8 @@ static void leave_one(struct sdp_conn *c, void *arg)
 	if (!exit_lock(c))
 		return;
 	if (relaying(c)) {	/* as in flush_one: nobody can take it on */
-		sdp_relay_abort_locked(c);
-		c->close_reason = SDP_REASON_RELAY_ENDED;
-		sdp_progress_end_held_locked(c, 1);
 		pthread_mutex_unlock(&c->lock);
+		sdp_relay_owner_exiting(c);
 		return;
 	}
 	if (held_by_other_process(c) && !c->detached) {

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -176,6 +177,53 @@ void sdp_ready_set(struct sdp_ready *r, unsigned want)
 	}
 out:
 	errno = saved;
+}
+
+int sdp_ready_hand_over(struct sdp_ready *r, int app_end, unsigned wait_ms)
+{
+	int big = 212992, queued = 0;	/* net.core.wmem_default */
+	unsigned waited = 0;
+	char c;
+
+	if (r->lib_fd < 0 || r->reset)
+		return -EPIPE;
+	if (r->urgent) {
+		sdp_real.recv(app_end, &c, 1, MSG_OOB | MSG_DONTWAIT);
+		r->urgent = 0;
+	}
+	/* Every token counted must be in the queue before it is taken: a
+	 * peer's one may still be on its way (appwake.h), and one read later
+	 * would be taken for data. */
+	for (;;) {
+		if (ioctl(app_end, FIONREAD, &queued) < 0)
+			return -errno;
+		if ((unsigned)queued >= r->tokens || waited >= wait_ms)
+			break;
+		usleep(1000);
+		waited++;
+	}
+	if ((unsigned)queued != r->tokens)
+		return -EAGAIN;
+	while (r->tokens) {
+		char buf[256];
+		ssize_t n = sdp_real.recv(app_end, buf, r->tokens < sizeof(buf) ?
+					  r->tokens : sizeof(buf), MSG_DONTWAIT);
+
+		if (n <= 0)
+			return -EAGAIN;
+		r->tokens -= (unsigned)n;
+	}
+	r->readable = 0;
+	if (r->unwritable) {
+		drain(r->lib_fd, 0);
+		r->unwritable = 0;
+	}
+	if (r->sndbuf_small) {
+		sdp_real.setsockopt(app_end, SOL_SOCKET, SO_SNDBUF, &big,
+				    sizeof(big));
+		r->sndbuf_small = 0;
+	}
+	return 0;
 }
 
 void sdp_ready_release(struct sdp_ready *r)

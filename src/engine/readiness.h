@@ -49,6 +49,15 @@ enum {
 	SDP_READY_PULSE = 0x20,	/* readable, and queue one more token (edge) */
 };
 
+/* The pair stops mirroring and becomes a plain stream (relay.h, in
+ * place): the mirror's bytes leave it (the tokens queued to the
+ * application's end `app_end`, waited for up to `wait_ms` when one is
+ * still in flight; the filler; an urgent byte) and the application's send
+ * buffer is a normal one again.  Nothing may write tokens any more (the
+ * peer's wake-ups disarmed).  0, or -errno (-EAGAIN: a token did not come,
+ * or the application took some: unknown state). */
+int sdp_ready_hand_over(struct sdp_ready *r, int app_end, unsigned wait_ms);
+
 /* Create the pair; app_fd gets O_NONBLOCK/O_CLOEXEC per `sock_flags`
  * (SOCK_NONBLOCK, SOCK_CLOEXEC).  Returns 0 or -errno. */
 int sdp_ready_init(struct sdp_ready *r, int sock_flags);

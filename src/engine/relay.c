@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -55,7 +56,7 @@ struct relay_req {
 	uint32_t pid;		/* the asker */
 	uint32_t slot;		/* the connection's owner slot */
 	uint32_t stdio;		/* the image gets it as stdin/out/err */
-	uint32_t pad;
+	uint32_t in_place;	/* relay into the descriptor's own pair */
 };
 
 _Static_assert(sizeof(struct relay_req) == 24, "relay request: 24 bytes");
@@ -68,6 +69,7 @@ struct sdp_relay {
 	unsigned in_eof:1;	/* the image shut its writing side */
 	unsigned shut_sent:1;	/* ... and the connection's, after its bytes */
 	unsigned image_closed:1; /* writing to the image failed (EPIPE) */
+	unsigned in_place:1;	/* fd is the descriptor's own pair */
 	int done;		/* ended (set under c->lock, by any thread) */
 	uint8_t out[RELAY_BUF];
 	uint8_t in[RELAY_BUF];
@@ -216,6 +218,31 @@ int sdp_relay_ask(struct sdp_conn *c, int app_fd, int nonblock, int stdio)
 	return sp[0];
 }
 
+int sdp_relay_ask_in_place(struct sdp_conn *c, int app_fd)
+{
+	uint32_t owner = sdp_owner_get(c->owner_slot);
+	struct relay_req req = { RELAY_MAGIC, (uint32_t)getpid(),
+				 (uint32_t)c->owner_slot, 0, 1 };
+	int r, i, tx = -1;
+
+	for (i = F.nup - 1; i >= 0 && tx < 0; i--)
+		if (F.up[i].pid == owner)
+			tx = F.up[i].tx;
+	if (tx < 0)
+		return -ENOTSUP;
+	r = sdp_owner_relay_ask(c->owner_slot);
+	if (r < 0)
+		return r;
+	/* The descriptor is its own stream: sent as both. */
+	r = send_request(tx, &req, app_fd, app_fd, sdp_cfg.fork_claim_ms);
+	if (r < 0 || !sdp_owner_relay_wait(c->owner_slot,
+					   sdp_cfg.fork_claim_ms)) {
+		sdp_owner_relay_wait(c->owner_slot, 0);
+		return r < 0 ? r : -ETIMEDOUT;
+	}
+	return 0;
+}
+
 /* ---- the owner's side --------------------------------------------------- */
 
 static int start_locked(struct sdp_conn *c, int fd, int proof,
@@ -246,7 +273,7 @@ static int start_locked(struct sdp_conn *c, int fd, int proof,
 		free(r);
 		return -ENOMEM;
 	}
-	if (!sdp_owner_relay_accept(c->owner_slot, q->pid)) {
+	if (!sdp_owner_relay_accept(c->owner_slot, q->pid, 0)) {
 		sdp_progress_unwatch_fd(fd);	/* it gave up waiting */
 		free(r);
 		return -ETIMEDOUT;
@@ -259,6 +286,63 @@ static int start_locked(struct sdp_conn *c, int fd, int proof,
 	/* The relay decides when the connection ends, not the hang-up of
 	 * the application's end (which the exec'ing process gives up now:
 	 * watched, it would ring for ever). */
+	if (c->held_elsewhere && c->ready_kept && c->ready_kept->lib_fd >= 0)
+		sdp_progress_unwatch_fd(c->ready_kept->lib_fd);
+	return 0;
+}
+
+/*
+ * In place (a process about to enter a sandbox, relay.h): the stream is the
+ * descriptor's own pair.  Its mirror bytes leave it first, with nothing
+ * left to write new ones: the peer's wake-ups are disarmed, and the
+ * mirror (c->ready) is dropped, so that from the accept on every byte in
+ * the pair is the connection's.
+ */
+static int start_in_place_locked(struct sdp_conn *c, int proof,
+				 const struct relay_req *q)
+{
+	struct sdp_ready *rd = c->ready ? c->ready : c->ready_kept;
+	struct sdp_relay *r;
+	struct stat st;
+	int fd, e;
+
+	if (c->relay || !sdp_owner_is_me(c->owner_slot) || !c->registered ||
+	    c->orphan || c->state == SDP_ST_RESET ||
+	    c->state == SDP_ST_CLOSED || c->state == SDP_ST_CONNECTING)
+		return -EBUSY;
+	if (!rd || rd->lib_fd < 0 || !rd->app_ino || fstat(proof, &st) < 0 ||
+	    (uint64_t)st.st_ino != rd->app_ino)
+		return -EPERM;	/* it does not hold this connection */
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	fd = sdp_real.fcntl(rd->lib_fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0) {
+		free(r);
+		return -errno;
+	}
+	r->fd = sdp_fd_high(fd);
+	sdp_appwake_disarm_locked(c);
+	c->appwake_off = 1;
+	e = sdp_ready_hand_over(rd, proof, 100);
+	if (e == 0 && sdp_progress_watch_fd(c, r->fd, EPOLLIN | EPOLLOUT |
+					       EPOLLRDHUP | EPOLLET) < 0)
+		e = -ENOMEM;
+	if (e == 0 && !sdp_owner_relay_accept(c->owner_slot, q->pid, 1)) {
+		sdp_progress_unwatch_fd(r->fd);
+		e = -ETIMEDOUT;
+	}
+	if (e < 0) {
+		/* The mirror goes on as it was (the pair may have lost its
+		 * filler: recomputed at the next change). */
+		sdp_real.close(r->fd);
+		free(r);
+		return e;
+	}
+	r->in_place = 1;
+	r->out_eof = rd->eof;	/* the pair carries no more after an EOF */
+	c->relay = r;
+	c->ready = NULL;
 	if (c->held_elsewhere && c->ready_kept && c->ready_kept->lib_fd >= 0)
 		sdp_progress_unwatch_fd(c->ready_kept->lib_fd);
 	return 0;
@@ -278,13 +362,22 @@ static void try_start(struct sdp_conn *c, void *arg)
 	if (q->fd < 0 || c->owner_slot != (int)q->req.slot)
 		return;
 	pthread_mutex_lock(&c->lock);
-	r = start_locked(c, q->fd, q->proof, &q->req);
-	if (r == 0)
-		q->fd = -1;
+	if (q->req.in_place) {
+		r = start_in_place_locked(c, q->proof, &q->req);
+		if (r == 0) {
+			sdp_real.close(q->fd);	/* the proof's twin */
+			q->fd = -1;
+		}
+	} else {
+		r = start_locked(c, q->fd, q->proof, &q->req);
+		if (r == 0)
+			q->fd = -1;
+	}
 	pthread_mutex_unlock(&c->lock);
 	sdp_log(r ? SDP_LOG_INFO : SDP_LOG_DEBUG,
-		"conn %u: relay for process %u across exec: %s", c->id,
-		q->req.pid, r ? strerror(-r) : "started");
+		"conn %u: relay for process %u %s: %s", c->id, q->req.pid,
+		q->req.in_place ? "in place (sandbox)" : "across exec",
+		r ? strerror(-r) : "started");
 	if (q->fd < 0)
 		sdp_progress_wake();	/* pump what is already queued */
 }
@@ -478,6 +571,34 @@ void sdp_relay_pump(struct sdp_conn *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
+void sdp_relay_owner_exiting(struct sdp_conn *c)
+{
+	struct sdp_relay *r;
+	int unread = 1, queued = 0;
+
+	pthread_mutex_lock(&c->lock);
+	r = c->relay;
+	pthread_mutex_unlock(&c->lock);
+	if (!r || __atomic_load_n(&r->done, __ATOMIC_ACQUIRE))
+		return;
+	/* In place, the pair's other end is ours too (our descriptors close
+	 * with us): what the holders wrote goes out first, and the end is a
+	 * close unless bytes are left undelivered either way.  A relay for
+	 * another image (exec) cannot go on without us: a reset. */
+	if (r->in_place)
+		sdp_relay_pump(c);
+	pthread_mutex_lock(&c->lock);
+	if (!r->done) {
+		if (r->in_place && ioctl(r->fd, FIONREAD, &queued) == 0)
+			unread = r->out_len > 0 || r->in_len > 0 || queued > 0;
+		sdp_relay_abort_locked(c);
+		c->close_reason = SDP_REASON_RELAY_ENDED;
+		c->held_elsewhere = 1;
+		sdp_progress_end_held_locked(c, unread);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
 void sdp_relay_abort_locked(struct sdp_conn *c)
 {
 	struct sdp_relay *r = c->relay;
@@ -508,6 +629,24 @@ void sdp_relay_atfork_child(struct sdp_conn *c)
 int sdp_relay_active(const struct sdp_conn *c)
 {
 	return sdp_owner_relayed(c->owner_slot);
+}
+
+int sdp_relay_in_place(const struct sdp_conn *c)
+{
+	return sdp_owner_relayed_in_place(c->owner_slot);
+}
+
+void sdp_relay_forget_in_place(struct sdp_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	if (sdp_owner_is_me(c->owner_slot) && c->relay) {
+		if (sdp_relay_done(c))
+			sdp_conn_close_locked(c, 0);	/* it ended first */
+		else
+			c->held_elsewhere = 1;	/* the relay ends it */
+	}
+	pthread_mutex_unlock(&c->lock);
+	sdp_conn_put(c);
 }
 
 int sdp_relay_done(const struct sdp_conn *c)

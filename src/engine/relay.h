@@ -39,6 +39,21 @@ void sdp_relay_before_fork(void);
  * atomics: no lock, no allocation. */
 int sdp_relay_ask(struct sdp_conn *c, int app_fd, int nonblock, int stdio);
 
+/* Sandbox side: ask the owner of `c` (an ancestor) to relay it *in
+ * place*: into the pair behind the application's descriptor `app_fd`
+ * itself, which then becomes, in every process that holds it, the plain
+ * stream socket it is (read, write, poll: system calls a seccomp sandbox
+ * allows), with every holder sharing one receive queue as on a TCP socket.
+ * For a process about to restrict its own system calls (sshd's preauth
+ * child).  0, or -errno as sdp_relay_ask. */
+int sdp_relay_ask_in_place(struct sdp_conn *c, int app_fd);
+/* Is `c` relayed in place?  Any process of the family; atomic. */
+int sdp_relay_in_place(const struct sdp_conn *c);
+/* A socket of `c`, relayed in place, leaves our descriptor table (its
+ * descriptor is a plain socket now): drops that reference.  In the owner,
+ * the relay ends the connection once the last descriptor is gone. */
+void sdp_relay_forget_in_place(struct sdp_conn *c);
+
 /* Owner, progress thread: take the requests that arrived. */
 void sdp_relay_serve_requests(void);
 /* Was `c` ever relayed?  (An application close then leaves it to the
@@ -52,6 +67,10 @@ void sdp_relay_pump(struct sdp_conn *c);
  * finished); the image reads EOF and its writes fail.  The caller ends the
  * connection. */
 void sdp_relay_abort_locked(struct sdp_conn *c);
+/* Owner, exiting (or leaving, daemon()), c->lock NOT held: the relay ends
+ * with this process, and the connection with it: a close when nothing is
+ * left undelivered (in place), else a reset. */
+void sdp_relay_owner_exiting(struct sdp_conn *c);
 /* Has the relay ended (the image closed its end, or we aborted)? */
 int sdp_relay_done(const struct sdp_conn *c);
 /* fork() child: the parent relays `c`; drop our copy of its stream. */

@@ -315,6 +315,13 @@ __attribute__((destructor)) static void stat_at_exit(void)
 		unlink(S.path);
 }
 
+void sdp_stat_leave(void)
+{
+	if (S.state == 1 && S.pid == getpid())
+		unlink(S.path);
+	__atomic_store_n(&S.state, -1, __ATOMIC_RELEASE);
+}
+
 /*
  * Remove the files of our uid whose process is gone: killed, or ended
  * through _exit(), which skips the destructor.  Once per process, so that

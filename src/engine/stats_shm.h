@@ -28,6 +28,9 @@ struct sdp_listen;
 
 /* A record for application descriptor `fd` (-1 if not known yet).
  * Returns the slot (>= 0) or -errno (-ENOSPC: table full). */
+/* This process stops reporting (about to enter a seccomp sandbox, where
+ * the exit's unlink would be refused): its file goes now. */
+void sdp_stat_leave(void);
 int sdp_stat_slot_alloc(int fd, int listener);
 void sdp_stat_slot_free(int slot);
 void sdp_stat_slot_set_fd(int slot, int fd);

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "engine/atfork.h"
+#include "engine/owner.h"
+#include "engine/relay.h"
 #include "socket/sock.h"
 
 #define L2_BITS 10
@@ -65,6 +67,14 @@ struct sdp_sock *sdp_fd_get(int fd)
 	if (s)
 		atomic_fetch_add(&s->refs, 1);
 	pthread_rwlock_unlock(&table_lock);
+	/* Relayed in place (engine/relay.h), by any process of the family:
+	 * the descriptor is the plain socket it names, for us too. */
+	if (s && sdp_owner_any_in_place() && s->kind == SDP_SK_CONN &&
+	    s->conn && sdp_relay_in_place(s->conn)) {
+		sdp_sock_went_plain(fd, s);
+		sdp_sock_put(s);
+		return NULL;
+	}
 	return s;
 }
 

@@ -6,10 +6,12 @@
  * table entry, and the library later acted on a number it no longer
  * owned (another socket's, or one of its own).  The calls that close or
  * replace a descriptor go through the library's own close(), close_range()
- * and dup2()/dup3() instead; every other system call passes through.  The
+ * and dup2()/dup3() instead; seccomp() first relays what a sandbox could
+ * not use (sandbox.c); every other system call passes through.  The
  * library's own raw calls never come here (engine/rawsys.c).
  */
 #include <errno.h>
+#include <linux/seccomp.h>
 #include <stdarg.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -52,6 +54,11 @@ SDP_EXPORT long syscall(long nr, ...)
 #endif
 	case SYS_dup3:
 		return dup3((int)a[0], (int)a[1], (int)a[2]);
+	case SYS_seccomp:	/* a sandbox goes in (sandbox.c) */
+		if (a[0] == SECCOMP_SET_MODE_FILTER ||
+		    a[0] == SECCOMP_SET_MODE_STRICT)
+			sdp_sandbox_entering();
+		return sdp_raw_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 	default:
 		return sdp_raw_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 	}

@@ -29,6 +29,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,8 @@ struct relayed {
 };
 
 static struct relayed R[SDP_RELAYED_MAX];
-static int nrel;
+static _Atomic int nrel;	/* entries are written before they count */
+static pthread_mutex_t add_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t opt_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int unhex(const char **p, void *out, socklen_t max, socklen_t *len)
@@ -92,6 +94,28 @@ __attribute__((constructor)) static void relayed_ctor(void)
 		while (*p == ',')
 			p++;
 	}
+}
+
+void sdp_relayed_add(uint64_t ino, const struct sockaddr *local,
+		     socklen_t local_len, const struct sockaddr *peer,
+		     socklen_t peer_len)
+{
+	struct relayed *e;
+
+	if (local_len > sizeof(e->local) || peer_len > sizeof(e->peer))
+		return;
+	pthread_mutex_lock(&add_lock);
+	if (nrel < SDP_RELAYED_MAX) {
+		e = &R[nrel];
+		memset(e, 0, sizeof(*e));
+		e->ino = ino;
+		memcpy(&e->local, local, local_len);
+		memcpy(&e->peer, peer, peer_len);
+		e->local_len = local_len;
+		e->peer_len = peer_len;
+		nrel++;
+	}
+	pthread_mutex_unlock(&add_lock);
 }
 
 static struct relayed *find(int fd)

@@ -155,6 +155,17 @@ int sdp_opt_put_int(void *v, socklen_t *len, int val);
 #define SDP_RELAYED_ENV "SDP_RELAYED"
 #define SDP_RELAYED_MAX 32
 int sdp_relayed_name(int fd, int peer, struct sockaddr *sa, socklen_t *len);
+/* A descriptor relayed in place (engine/relay.h) answers the same way:
+ * its pair's inode, and the connection's addresses. */
+void sdp_relayed_add(uint64_t ino, const struct sockaddr *local,
+		     socklen_t local_len, const struct sockaddr *peer,
+		     socklen_t peer_len);
+/* `fd` names a socket whose connection is relayed in place: it leaves the
+ * table, a plain socket from now on (socket.c). */
+void sdp_sock_went_plain(int fd, struct sdp_sock *s);
+/* A process about to restrict its system calls (seccomp): connections it
+ * holds but does not drive are relayed in place first (sandbox.c). */
+void sdp_sandbox_entering(void);
 int sdp_relayed_getsockopt(int fd, int level, int name, void *v,
 			   socklen_t *len);
 int sdp_relayed_setsockopt(int fd, int level, int name, const void *v,

@@ -19,6 +19,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/cancel.h"
@@ -98,11 +99,36 @@ static int others_hold(const struct sdp_sock *s)
 	return s->conn && sdp_relay_active(s->conn);
 }
 
+void sdp_sock_went_plain(int fd, struct sdp_sock *s)
+{
+	struct sdp_sock *taken;
+	struct stat st;
+
+	if (fstat(fd, &st) == 0)
+		sdp_relayed_add((uint64_t)st.st_ino,
+				(struct sockaddr *)&s->conn->addr.local,
+				s->conn->addr.local_len,
+				(struct sockaddr *)&s->conn->addr.peer,
+				s->conn->addr.peer_len);
+	/* epoll sets keep the descriptor (the same file) in the kernel; the
+	 * user-space readiness forgets it. */
+	sdp_epfast_fd_replaced(fd, s);
+	taken = sdp_fd_take(fd);
+	if (taken) {
+		if (atomic_fetch_sub(&taken->nfds, 1) == 1)
+			sdp_sock_release(taken);
+		sdp_sock_put(taken);
+	}
+}
+
 void sdp_sock_release(struct sdp_sock *s)
 {
 	sdp_epfast_conns_changed();
 	pthread_mutex_lock(&s->lock);
-	if (s->conn && others_hold(s)) {
+	if (s->conn && sdp_relay_in_place(s->conn)) {
+		sdp_relay_forget_in_place(s->conn);	/* drops our ref */
+		s->conn = NULL;
+	} else if (s->conn && others_hold(s)) {
 		sdp_conn_detach(s->conn, &s->ready);	/* drops our ref */
 		s->conn = NULL;
 	} else if (s->conn) {

@@ -6,7 +6,11 @@
 # sdp_run copying a 200 MB file up and down, sha256 both.  The re-exec'd
 # sshd gets the connection relayed by the listener (engine/relay.h), and
 # must see the client's address (AllowUsers root@127.0.0.1, and the log).
-# Then a plain scp against the same sshd (fallback-server).
+# Then a plain scp against the same sshd (fallback-server).  Then sshd -r
+# (no re-exec): the per-connection child forks the preauth child, which
+# enters OpenSSH's seccomp sandbox and talks to the client there; the
+# connection is relayed in place for it (socket/sandbox.c), and the
+# session after it goes on in the monitor's family on the same descriptor.
 # Evidence: SDP_LOG=3 ESTABLISHED and no fallback in scp's log; sdpstat on
 # the sshd listener during the copy: an SDP connection, no kernel TCP one on
 # the port.
@@ -76,5 +80,24 @@ rm -f "$TMP/got-up.bin" "$TMP/got-down.bin"
 copy plain plain "$TMP/up.bin" "root@127.0.0.1:$TMP/got-plain.bin" "$TMP/up.bin" "$TMP/got-plain.bin"
 check plain-tcp "the plain scp's connection was kernel TCP (tcp $S_TCP)" ge "$S_TCP" 1
 [ "$NFAIL" -gt 0 ] && show "$TMP/sshd.err" "$TMP/up.err" "$TMP/down.err" "$TMP/plain.err"
+stop "$srv"
+
+# sshd -r: the preauth child works inside its seccomp sandbox.
+port=$(rand_port)
+sed "s/^Port .*/Port $port/; s|^PidFile .*|PidFile $TMP/sshd-r.pid|" \
+	"$TMP/sshd_config" >"$TMP/sshd_config_r"
+SCP_OPTS=(-i "$TMP/userkey" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null
+	-o BatchMode=yes -P "$port")
+bg sshd-r env SDP_LOG=3 "$SDP_RUN" "$SSHD" -r -D -e -f "$TMP/sshd_config_r"
+srv=$BG_PID
+wait_listen "$port" || show "$TMP/sshd-r.err"
+head -c $((64 * 1024 * 1024)) "$TMP/up.bin" >"$TMP/up64.bin"
+copy r-up sdp "$TMP/up64.bin" "root@127.0.0.1:$TMP/got-r.bin" "$TMP/up64.bin" "$TMP/got-r.bin"
+check r-up-sdp "scp's connection to sshd -r was SDP (SDP_LOG, no kernel TCP one on the port: tcp $S_TCP), relayed in place for the sandbox (sshd's SDP_LOG)" \
+	eval 'ge "$(log_sdp_established "$TMP/r-up.err")" 1 && eq "$(log_tcp_fallbacks "$TMP/r-up.err")" 0 && eq "$S_TCP" 0 && file_has "$TMP/sshd-r.err" "in place (sandbox): started"'
+copy r-down sdp "root@127.0.0.1:$TMP/got-r.bin" "$TMP/got-r-down.bin" "$TMP/up64.bin" "$TMP/got-r-down.bin"
+check r-sandbox "the preauth child lived through its seccomp sandbox (no 'terminated by signal' in sshd's log)" \
+	eval '! grep -q "preauth child terminated by signal" "$TMP/sshd-r.err" && file_has "$TMP/sshd-r.err" "Accepted publickey for root from 127.0.0.1 port"'
+[ "$NFAIL" -gt 0 ] && show "$TMP/sshd-r.err" "$TMP/r-up.err"
 stop "$srv"
 finish

@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: MIT
+/*
+ * sandbox.c — a process that restricts its own system calls.
+ *
+ * OpenSSH's preauth child, and other privilege-separated servers, fork a
+ * child that drops privileges and installs a seccomp filter allowing little
+ * more than read, write and poll on the connection, then talks to the
+ * client.  Under libsdp the connection's first use in that child would need
+ * the engine: taking it over from the process that drives it (shared
+ * memory, a progress thread, epoll descriptors), every one a system call
+ * the filter kills the process for (SIGSYS).
+ *
+ * So the moment the filter goes in (prctl(PR_SET_SECCOMP) or seccomp(2),
+ * before the real call), each connection this process holds but does not
+ * drive is relayed *in place* by the ancestor that drives it
+ * (engine/relay.h): the descriptor's own AF_UNIX pair becomes the stream,
+ * and the descriptor leaves the library's table, here and in every other
+ * process that holds it.  The sandboxed code then reads and writes a plain
+ * socket with the system calls it was allowed.  A connection this process
+ * drives itself stays as it is (its progress thread, created before the
+ * filter, is not filtered).
+ */
+#include <errno.h>
+#include <linux/seccomp.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "engine/config.h"
+#include "engine/conn.h"
+#include "engine/owner.h"
+#include "engine/relay.h"
+#include "engine/stats_shm.h"
+#include "engine/real.h"
+#include "socket/sock.h"
+
+long sdp_raw_syscall(long nr, ...);
+
+void sdp_sandbox_entering(void)
+{
+	int fd, r;
+
+	for (fd = sdp_fd_scan_next(0); fd >= 0; fd = sdp_fd_scan_next(fd + 1)) {
+		struct sdp_sock *s = sdp_fd_get(fd);
+
+		if (!s)
+			continue;
+		if (s->kind == SDP_SK_CONN && s->conn &&
+		    !sdp_owner_is_me(s->conn->owner_slot)) {
+			r = sdp_relay_ask_in_place(s->conn, fd);
+			if (r < 0 && r != -EBUSY)
+				sdp_log(SDP_LOG_INFO, "fd %d: not relayed before "
+					"the seccomp filter (%s): its first use "
+					"in the sandbox may be refused", fd,
+					strerror(-r));
+		}
+		sdp_sock_put(s);
+		/* Relayed (now or by an earlier ask): the lookup makes the
+		 * descriptor plain while system calls are still allowed. */
+		s = sdp_fd_get(fd);
+		if (s)
+			sdp_sock_put(s);
+	}
+	/* Its exit must not need a system call either. */
+	sdp_stat_leave();
+}
+
+static int filter_mode(int option, unsigned long mode)
+{
+	return option == PR_SET_SECCOMP && mode == SECCOMP_MODE_FILTER;
+}
+
+SDP_EXPORT int prctl(int option, ...)
+{
+	unsigned long a[4];
+	va_list ap;
+	int i;
+
+	va_start(ap, option);
+	for (i = 0; i < 4; i++)
+		a[i] = va_arg(ap, unsigned long);
+	va_end(ap);
+	if (filter_mode(option, a[0]) || (option == PR_SET_SECCOMP &&
+					   a[0] == SECCOMP_MODE_STRICT))
+		sdp_sandbox_entering();
+	return (int)sdp_raw_syscall(SYS_prctl, option, a[0], a[1], a[2], a[3]);
+}
