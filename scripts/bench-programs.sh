@@ -7,8 +7,13 @@
 # 1 MiB files; one process, and master + 2 workers; and 1 KiB with SMC-D's
 # published load, wrk -t 8 -c 1000; and 1 KiB with a new connection per
 # request, "Connection: close": the connection setup rate; and that again with
-# nginx never under sdp_run: the cost of falling back).  Prints one line per
-# run and a table: median [min-max] per side and the median ratio.
+# nginx never under sdp_run: the cost of falling back); a Node.js http server
+# + wrk (1 KiB, keep-alive); Apache httpd (event MPM) + ab, 1 KiB file, with
+# keep-alive and with a new connection per request; memcached + memcaslap
+# (TPS); and a chain wrk -> haproxy -> nginx -> memcached (1 KiB value).
+# Prints one line per run and a table: median [min-max] per side and the
+# median ratio.  A run whose client reports errors (ab "Failed requests",
+# wrk socket errors or non-2xx in the chain) prints FAIL.
 # Installs nothing: run `make build` first (the programs come with
 # `make deps`).  Every server is started fresh for each run and side.
 set -u
@@ -18,6 +23,9 @@ RUN="$B/bin/sdp_run"
 T=$(mktemp -d /tmp/sdp-bench.XXXXXX)
 trap 'pkill -f "$T" 2>/dev/null; rm -rf "$T"' EXIT
 cd "$T" || exit 1
+# apache's children (User nobody) read their files under $T; nginx's
+# workers likewise when started as root
+chmod 755 "$T"
 export SDP_RUN_LIBRARY="$B/lib/libsdp.so"
 
 wrap() { [ "$1" = sdp ] && echo "$RUN"; }
@@ -83,8 +91,140 @@ EOF
 	kill $s 2>/dev/null; wait $s 2>/dev/null
 }
 
+node_run() { # side -> req/s
+	local p d; p=$(free_port); d="$T/node-$1-$RANDOM"
+	mkdir -p "$d"
+	head -c 1024 /dev/urandom >"$d/body"
+	cat >"$d/srv.js" <<'EOF'
+const http = require('http');
+const body = require('fs').readFileSync(process.argv[3]);
+http.createServer((req, res) => {
+	res.writeHead(200, { 'Content-Length': body.length });
+	res.end(body);
+}).listen(+process.argv[2], '127.0.0.1');
+EOF
+	$(wrap "$1") node "$d/srv.js" "$p" "$d/body" >/dev/null 2>&1 & local s=$!
+	wait_port "$p"
+	$(wrap "$1") wrk -t 2 -c 10 -d 3s "http://127.0.0.1:$p/" 2>/dev/null |
+		awk '/Socket errors|Non-2xx/ {bad=1} /Requests\/sec/ {v=$2} END {if (!bad) print v}'
+	kill $s 2>/dev/null; wait $s 2>/dev/null
+}
+
+apache_run() { # side ab-args... -> req/s (nothing if ab reports failed requests)
+	local side=$1; shift
+	local p d; p=$(free_port); d="$T/apache-$side-$RANDOM"
+	mkdir -p "$d/www"
+	head -c 1024 /dev/urandom >"$d/www/1k"
+	chmod -R a+rX "$d"
+	local m=/usr/lib/apache2/modules
+	cat >"$d/httpd.conf" <<EOF
+ServerRoot $d
+ServerName 127.0.0.1
+DefaultRuntimeDir $d
+PidFile $d/pid
+ErrorLog $d/error.log
+LogLevel warn
+LoadModule mpm_event_module $m/mod_mpm_event.so
+LoadModule authz_core_module $m/mod_authz_core.so
+User nobody
+Group nogroup
+Listen 127.0.0.1:$p
+StartServers 2
+ServerLimit 4
+ThreadsPerChild 25
+MinSpareThreads 25
+MaxSpareThreads 75
+MaxRequestWorkers 100
+KeepAlive On
+MaxKeepAliveRequests 0
+KeepAliveTimeout 30
+EnableSendfile On
+DocumentRoot $d/www
+<Directory $d/www>
+	Require all granted
+</Directory>
+EOF
+	$(wrap "$side") /usr/sbin/apache2 -d "$d" -f "$d/httpd.conf" -DFOREGROUND >"$d/apache.out" 2>&1 & local s=$!
+	wait_port "$p"
+	$(wrap "$side") ab "$@" "http://127.0.0.1:$p/1k" >"$d/ab.out" 2>&1
+	awk '/^Failed requests:/ {bad = $3 != 0} /^Non-2xx responses:/ {bad = 1}
+	     /^Requests per second:/ {v=$4} END {if (!bad) print v}' "$d/ab.out"
+	kill $s 2>/dev/null; wait $s 2>/dev/null
+}
+
+memcached_run() { # side -> TPS
+	local p; p=$(free_port)
+	local -a u=(); [ "$(id -u)" = 0 ] && u=(-u root)
+	$(wrap "$1") memcached -l 127.0.0.1 -p "$p" -U 0 -t 2 -m 1024 "${u[@]}" >/dev/null 2>&1 & local s=$!
+	wait_port "$p"
+	$(wrap "$1") memcaslap -s "127.0.0.1:$p" -T 2 -c 8 -t 3s 2>/dev/null |
+		grep -o 'TPS: *[0-9]*' | tail -1 | grep -o '[0-9]*$'
+	kill $s 2>/dev/null; wait $s 2>/dev/null
+}
+
+chain_run() { # side -> req/s: wrk -> haproxy -> nginx -> memcached, 1 KiB value
+	local p1 p2 p3 d; d="$T/chain-$1-$RANDOM"
+	p1=$(free_port); p2=$(free_port); p3=$(free_port)
+	while [ "$p2" = "$p1" ]; do p2=$(free_port); done
+	while [ "$p3" = "$p1" ] || [ "$p3" = "$p2" ]; do p3=$(free_port); done
+	mkdir -p "$d"
+	head -c 1024 /dev/urandom >"$d/value"
+	local -a u=(); [ "$(id -u)" = 0 ] && u=(-u root)
+	$(wrap "$1") memcached -l 127.0.0.1 -p "$p1" -U 0 -t 2 -m 64 -c 1024 "${u[@]}" >/dev/null 2>&1 & local mc=$!
+	wait_port "$p1"
+	# store the value (memcached text protocol), check that it reads back
+	$(wrap "$1") python3 - "$p1" "$d/value" >"$d/load.out" 2>&1 <<'EOF'
+import socket, sys
+data = open(sys.argv[2], "rb").read()
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+f = s.makefile("rb")
+s.sendall(b"set v 0 0 %d\r\n" % len(data) + data + b"\r\n")
+ok = f.readline().strip() == b"STORED"
+s.sendall(b"get v\r\n")
+hdr = f.readline().split()
+ok = ok and len(hdr) == 4 and f.read(int(hdr[3])) == data
+print("ok" if ok else "bad")
+s.sendall(b"quit\r\n")
+EOF
+	cat >"$d/nginx.conf" <<EOF
+daemon off; master_process on; worker_processes 1; pid $d/nginx.pid; error_log $d/error.log;
+events { worker_connections 1024; }
+http { access_log off; keepalive_timeout 30;
+       client_body_temp_path $d; proxy_temp_path $d; fastcgi_temp_path $d; uwsgi_temp_path $d; scgi_temp_path $d;
+       upstream mc { server 127.0.0.1:$p1; keepalive 8; }
+       server { listen 127.0.0.1:$p2;
+                location / { set \$memcached_key "v"; memcached_pass mc; default_type application/octet-stream; } } }
+EOF
+	$(wrap "$1") nginx -p "$d" -c "$d/nginx.conf" >/dev/null 2>&1 & local ng=$!
+	wait_port "$p2"
+	cat >"$d/haproxy.cfg" <<EOF
+global
+	nbthread 2
+	maxconn 1024
+defaults
+	mode http
+	timeout connect 5s
+	timeout client 30s
+	timeout server 30s
+frontend fe
+	bind 127.0.0.1:$p3
+	default_backend be
+backend be
+	server nginx 127.0.0.1:$p2
+EOF
+	$(wrap "$1") haproxy -f "$d/haproxy.cfg" -db >/dev/null 2>&1 & local ha=$!
+	wait_port "$p3"
+	if [ "$(cat "$d/load.out")" = ok ]; then
+		$(wrap "$1") wrk -t 2 -c 8 -d 3s "http://127.0.0.1:$p3/" 2>/dev/null |
+			awk '/Socket errors|Non-2xx/ {bad=1} /Requests\/sec/ {v=$2} END {if (!bad) print v}'
+	fi
+	kill $ha 2>/dev/null; wait $ha 2>/dev/null
+	kill $ng 2>/dev/null; wait $ng 2>/dev/null
+	kill $mc 2>/dev/null; wait $mc 2>/dev/null
+}
+
 declare -A R
-BENCHES=(${BENCH_ONLY:-iperf3 sockperf redis-set redis-get nginx-1k nginx-1m nginx-workers-1k nginx-1k-c1000 nginx-1k-close nginx-1k-close-fallback})
+BENCHES=(${BENCH_ONLY:-iperf3 sockperf redis-set redis-get nginx-1k nginx-1m nginx-workers-1k nginx-1k-c1000 nginx-1k-close nginx-1k-close-fallback node-http apache-ab-k apache-ab memcached chain})
 one() { # bench side
 	case $1 in
 	iperf3) iperf3_run "$2" ;;
@@ -97,6 +237,11 @@ one() { # bench side
 	nginx-1k-c1000) nginx_run "$2" 1k off 8 1000 ;;
 	nginx-1k-close) nginx_run "$2" 1k off 2 10 close ;;
 	nginx-1k-close-fallback) nginx_run "$2" 1k off 2 10 close plain-server ;;
+	node-http) node_run "$2" ;;
+	apache-ab-k) apache_run "$2" -k -n 20000 -c 8 ;;
+	apache-ab) apache_run "$2" -n 5000 -c 8 ;;
+	memcached) memcached_run "$2" ;;
+	chain) chain_run "$2" ;;
 	esac
 }
 for r in $(seq "$REPEAT"); do
@@ -115,7 +260,7 @@ for b in "${BENCHES[@]}"; do
 import statistics, sys
 b, p, s = sys.argv[1], [float(x) for x in sys.argv[2].split()], [float(x) for x in sys.argv[3].split()]
 f = lambda v: "%.2f [%.2f-%.2f]" % (statistics.median(v), min(v), max(v))
-unit = "p50 us, lower is better" if b == "sockperf" else ("Gbit/s" if b == "iperf3" else "req/s")
+unit = {"sockperf": "p50 us, lower is better", "iperf3": "Gbit/s", "memcached": "TPS"}.get(b, "req/s")
 print("%-18s %-26s %-26s %.2fx  (%s)" % (b, f(p), f(s), statistics.median(s) / statistics.median(p), unit))
 EOF
 done
