@@ -173,7 +173,7 @@ chain_run() { # side -> req/s: wrk -> haproxy -> nginx -> memcached, 1 KiB value
 	$(wrap "$1") memcached -l 127.0.0.1 -p "$p1" -U 0 -t 2 -m 64 -c 1024 "${u[@]}" >/dev/null 2>&1 & local mc=$!
 	wait_port "$p1"
 	# store the value (memcached text protocol), check that it reads back
-	$(wrap "$1") python3 - "$p1" "$d/value" >"$d/load.out" 2>&1 <<'EOF'
+	$(wrap "$1") python3 - "$p1" "$d/value" >"$d/load.out" 2>"$d/load.err" <<'EOF'
 import socket, sys
 data = open(sys.argv[2], "rb").read()
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
