@@ -88,6 +88,31 @@ static void test_connect_refused(void)
 	CHECK_ALL_RELEASED();
 }
 
+/* A listener whose backlog (one) is full: `queued` fills it, `waiting`
+ * is left unanswered.  0, or -errno. */
+static int fill_backlog_of_one(struct eh_server *s, struct sdp_conn **queued,
+			       struct sdp_conn **waiting)
+{
+	int r;
+
+	r = eh_listen(s);
+	if (r < 0)
+		return r;
+	sdp_listen_set_backlog(s->l, 1);
+	r = sdp_conn_alloc(queued);
+	if (r == 0)
+		r = sdp_conn_connect(*queued, NULL, (struct sockaddr *)&s->addr,
+				     sizeof(s->addr));
+	if (r == 0)
+		r = sdp_conn_wait_connected(*queued, eh_ms(10000));
+	if (r == 0)
+		r = sdp_conn_alloc(waiting);
+	if (r == 0)
+		r = sdp_conn_connect(*waiting, NULL, (struct sockaddr *)&s->addr,
+				     sizeof(s->addr));
+	return r;
+}
+
 /* A listener that refuses (it closes with requests still waiting for room
  * in its backlog) is told apart from no listener at all: the client's
  * reason names the listener, the errno is still ECONNREFUSED. */
@@ -97,15 +122,7 @@ static void test_connect_listener_refused(void)
 	struct sdp_conn *queued, *waiting;
 	int r;
 
-	REQUIRE_OK(eh_listen(&s));
-	sdp_listen_set_backlog(s.l, 1);
-	REQUIRE_OK(sdp_conn_alloc(&queued));
-	REQUIRE_OK(sdp_conn_connect(queued, NULL, (struct sockaddr *)&s.addr,
-				    sizeof(s.addr)));
-	CHECK_EQ(sdp_conn_wait_connected(queued, eh_ms(10000)), 0);
-	REQUIRE_OK(sdp_conn_alloc(&waiting));
-	REQUIRE_OK(sdp_conn_connect(waiting, NULL, (struct sockaddr *)&s.addr,
-				    sizeof(s.addr)));
+	REQUIRE_OK(fill_backlog_of_one(&s, &queued, &waiting));
 	/* The backlog is full: it waits, unanswered, until the close. */
 	CHECK_EQ(sdp_conn_wait_connected(waiting, 100), -ETIMEDOUT);
 	eh_unlisten(&s);
@@ -128,16 +145,8 @@ static void test_connect_deadline(void)
 	uint64_t t0;
 	int r;
 
-	REQUIRE_OK(eh_listen(&s));
-	sdp_listen_set_backlog(s.l, 1);
-	REQUIRE_OK(sdp_conn_alloc(&queued));
-	REQUIRE_OK(sdp_conn_connect(queued, NULL, (struct sockaddr *)&s.addr,
-				    sizeof(s.addr)));
-	CHECK_EQ(sdp_conn_wait_connected(queued, eh_ms(10000)), 0);
-	REQUIRE_OK(sdp_conn_alloc(&waiting));
 	t0 = eh_now_ms();
-	REQUIRE_OK(sdp_conn_connect(waiting, NULL, (struct sockaddr *)&s.addr,
-				    sizeof(s.addr)));
+	REQUIRE_OK(fill_backlog_of_one(&s, &queued, &waiting));
 	r = sdp_conn_wait_connected(waiting, eh_ms(30000));
 	CHECK_EQ(r, -ETIMEDOUT);
 	CHECK(eh_now_ms() - t0 >= sdp_cfg.connect_timeout_ms);
