@@ -378,29 +378,39 @@ void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev)
 	sdp_sock_put(s);
 }
 
+static void replace_in_set_locked(struct ep_set *set, int ep, int fd,
+				  struct sdp_sock *s)
+{
+	int i;
+
+	while ((i = ent_find(set, ep, fd, s)) >= 0) {
+		struct epoll_event ev = { .events = set->e[i].events,
+					  .data = set->e[i].data };
+
+		/* The old file leaves the set when it closes; the new one
+		 * must be added under the same number. */
+		if (sdp_real.epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0 &&
+		    errno == EEXIST)
+			sdp_real.epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
+		ent_del_locked(set, i);
+	}
+}
+
 void sdp_epfast_fd_replaced(int fd, struct sdp_sock *s)
 {
-	int ep, i;
+	int ep;
 
 	if (!atomic_load(&ep_any))
 		return;
 	pthread_mutex_lock(&ep_lock);
-	for (ep = 0; ep < EP_MAX_FD; ep++) {
-		struct ep_set *set = sets[ep];
-
-		if (!set)
-			continue;
-		while ((i = ent_find(set, ep, fd, s)) >= 0) {
-			struct epoll_event ev = { .events = set->e[i].events,
-						  .data = set->e[i].data };
-
-			/* The old file leaves the set when it closes; the
-			 * new one must be added under the same number. */
-			if (sdp_real.epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0 &&
-			    errno == EEXIST)
-				sdp_real.epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
-			ent_del_locked(set, i);
-		}
+	/* Most fall back before any epoll_ctl: nothing to look for.  Else
+	 * the last set it joined first, the rest by scanning. */
+	ep = s->ep_ep;
+	if (s->ep_regs > 0 && ep >= 0 && ep < EP_MAX_FD && sets[ep])
+		replace_in_set_locked(sets[ep], ep, fd, s);
+	for (ep = 0; s->ep_regs > 0 && ep < EP_MAX_FD; ep++) {
+		if (sets[ep])
+			replace_in_set_locked(sets[ep], ep, fd, s);
 	}
 	pthread_mutex_unlock(&ep_lock);
 }
