@@ -211,6 +211,30 @@ static void sock_relook(struct sdp_sock *s)
 	}
 }
 
+/*
+ * Added to a set while another thread may already sleep in epoll_wait on
+ * it (an event MPM's worker hands a keep-alive connection back to the
+ * listener thread): that sleep armed the connections it knew, not this
+ * one, and a quiet arm would leave the next request unseen until the
+ * sleep's timeout.  So the connection goes back to the kernel mirror
+ * (readable mirrored now, a loud arm) until an epoll_wait looks at it
+ * and may promote it again.
+ */
+static void sock_unpromote(struct sdp_sock *s)
+{
+	struct sdp_conn *c = sock_conn(s);
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	if (c->ready_user) {
+		c->ready_user = 0;
+		sdp_conn_update_ready_locked(c);
+	}
+	pthread_mutex_unlock(&c->lock);
+	sdp_conn_put(c);
+}
+
 #define DEMOTE_BATCH 256
 
 /* A set the kernel's own waiters watch from now on (nested, polled,
@@ -373,6 +397,8 @@ void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev)
 	pthread_mutex_unlock(&ep_lock);
 	if (demote)
 		sock_demote(s);
+	else if (op == EPOLL_CTL_ADD)
+		sock_unpromote(s);
 	else if (relook)
 		sock_relook(s);
 	sdp_sock_put(s);

@@ -152,6 +152,7 @@ static const struct {
 	{ "epfast_pingpong_edge", t_epfast_pingpong_edge },
 	{ "epfast_poll_after_epoll", t_epfast_poll_after_epoll },
 	{ "epfast_nested", t_epfast_nested },
+	{ "epoll_add_while_another_thread_sleeps", t_epoll_add_while_asleep },
 	{ "epfast_idle_cpu", t_epfast_idle_cpu },
 	{ "epfast_cancelled_sleep", t_epfast_cancelled },
 	{ "cancel_blocked_calls", t_cancel_blocked },

@@ -151,6 +151,105 @@ static int t_epfast_pingpong_edge(void)
 	return epfast_pingpong(EPOLLET);
 }
 
+/* Apache's event MPM: a listener thread sleeps in epoll_wait on the
+ * keep-alive connections; one that turns readable is taken out (DEL) and
+ * handed to a worker thread, which answers and puts it back (ADD) while the
+ * listener sleeps.  Each next request must wake that sleep: a connection
+ * added behind it was once left quietly armed, and the request waited for
+ * the sleep's timeout (2 s here). */
+struct mpm {
+	int ep, conn, to_worker[2];
+	int requests;	/* handled by the worker */
+};
+
+static void *mpm_listener(void *arg)
+{
+	struct mpm *m = arg;
+	struct epoll_event ev;
+
+	for (;;) {
+		int n = epoll_wait(m->ep, &ev, 1, 2000);
+
+		if (n == 1) {
+			char go = 1;
+
+			epoll_ctl(m->ep, EPOLL_CTL_DEL, ev.data.fd, NULL);
+			if (write(m->to_worker[1], &go, 1) != 1)
+				return NULL;
+		} else if (n < 0 && errno != EINTR) {
+			return NULL;
+		}
+		if (__atomic_load_n(&m->requests, __ATOMIC_ACQUIRE) < 0)
+			return NULL;
+	}
+}
+
+static void *mpm_worker(void *arg)
+{
+	struct mpm *m = arg;
+	char go, b;
+
+	while (read(m->to_worker[0], &go, 1) == 1 && go) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.fd = m->conn };
+
+		if (recv(m->conn, &b, 1, 0) != 1 || send(m->conn, &b, 1, 0) != 1)
+			break;
+		__atomic_add_fetch(&m->requests, 1, __ATOMIC_RELEASE);
+		if (epoll_ctl(m->ep, EPOLL_CTL_ADD, m->conn, &ev) < 0)
+			break;
+	}
+	return NULL;
+}
+
+static int t_epoll_add_while_asleep(void)
+{
+	enum { ROUNDS = 500 };
+	struct mpm m = { 0 };
+	pthread_t lt, wt;
+	double slowest = 0;
+	int c, s, i, stalled = 0;
+	char b, stop = 0;
+
+	PAIR(c, s);
+	m.ep = epoll_create1(0);
+	SYS(m.ep);
+	SYS(pipe(m.to_worker));
+	m.conn = s;
+	{
+		struct epoll_event ev = { .events = EPOLLIN, .data.fd = s };
+
+		SYS(epoll_ctl(m.ep, EPOLL_CTL_ADD, s, &ev));
+	}
+	pthread_create(&lt, NULL, mpm_listener, &m);
+	pthread_create(&wt, NULL, mpm_worker, &m);
+	for (i = 0; i < ROUNDS && !stalled; i++) {
+		double t0 = now_sec(), dt;
+
+		b = (char)i;
+		if (send(c, &b, 1, 0) != 1 || recv(c, &b, 1, MSG_WAITALL) != 1)
+			break;
+		dt = now_sec() - t0;
+		if (dt > slowest)
+			slowest = dt;
+		stalled = dt >= 1.5;
+	}
+	__atomic_store_n(&m.requests, -1000000, __ATOMIC_RELEASE);
+	if (write(m.to_worker[1], &stop, 1) != 1)
+		return -1;
+	pthread_join(wt, NULL);
+	pthread_join(lt, NULL);
+	close(m.to_worker[0]);
+	close(m.to_worker[1]);
+	close(m.ep);
+	close(c);
+	close(s);
+	CHECK(i == ROUNDS && !stalled,
+	      "%d of %d requests answered; the slowest took %.3f s (a request "
+	      "that waits for the listener's 2 s timeout was not seen)",
+	      i, ROUNDS, slowest);
+	return 0;
+}
+
 /* poll() on a connection that epoll handled in user space sees the data,
  * and epoll goes on reporting it. */
 static int t_epfast_poll_after_epoll(void)
