@@ -5,12 +5,17 @@ BUILD_ASAN ?= build-asan
 BUILD_TSAN ?= build-tsan
 GENERATOR  := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 
-.PHONY: all deps build build-asan build-tsan test test-quick test-tsan test-vm demo bench bench-vm clean fuzz
+.PHONY: all deps deps-deb build build-asan build-tsan test test-quick test-tsan test-vm demo bench bench-vm clean fuzz install deb
 
 all: build
 
 deps:
 	@scripts/install-deps.sh
+
+# What `make deb` and the packaging test (tests/packaging/install.sh) need.
+DEB_PKGS := build-essential debhelper dpkg-dev lintian
+deps-deb: deps
+	@SDP_EXTRA_PKGS="$(DEB_PKGS)" scripts/install-deps.sh
 
 build: deps
 	@cmake -S . -B $(BUILD) -G "$(GENERATOR)" >/dev/null
@@ -27,7 +32,7 @@ build-tsan: deps
 # Every test: unit, fuzz-corpus replay, integration over shm and real
 # programs, the whole suite again under ASan+UBSan, the threaded core under
 # ThreadSanitizer, then the verbs transport on soft-RoCE in a VM.
-test: build build-asan build-tsan
+test: build build-asan build-tsan deps-deb
 	@tests/run.sh $(BUILD)
 	@SDP_TEST_SANITIZER=asan tests/run.sh $(BUILD_ASAN)
 	@$(MAKE) --no-print-directory test-tsan
@@ -57,8 +62,24 @@ test-vm: build
 	 exit $$rc
 
 # Fast subset for development (no sanitizer pass).
-test-quick: build
+test-quick: build deps-deb
 	@tests/run.sh $(BUILD)
+
+# Install into $(DESTDIR)$(PREFIX): libsdp.so.1 and its links, sdp/sdp.h,
+# sdp.pc, sdp_run, sdpstat, sdpperf, the manual pages, and /etc/libsdp.conf
+# (where the library reads it; an existing one is kept, the sample then goes
+# next to it as libsdp.conf.sample).
+PREFIX  ?= /usr/local
+DESTDIR ?=
+install: build
+	@cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX="$(PREFIX)" >/dev/null
+	@DESTDIR="$(DESTDIR)" cmake --install $(BUILD)
+
+# The Debian package libsdp_VERSION_ARCH.deb in $(DEB_DIR), built in a copy
+# of the tree and checked with lintian (scripts/deb.sh).
+DEB_DIR ?= $(BUILD)/deb
+deb: deps-deb
+	@scripts/deb.sh $(DEB_DIR)
 
 demo: build
 	@scripts/demo.sh $(BUILD)

@@ -389,6 +389,9 @@ plain_scripts() {
 # user (docs/SECURITY.md); then the suite checked against itself (the
 # mutations it must catch, docs in step with tests/skips.list).
 plain_scripts tools 120
+# The install rules and the Debian package: installed on this host with
+# apt-get, run, then purged (tests/packaging/install.sh; needs root).
+plain_scripts packaging 300
 plain_scripts security 300
 plain_scripts meta 600
 
