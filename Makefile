@@ -53,7 +53,8 @@ test-tsan: build-tsan
 # two rxe devices on a veth pair, tests/vm/suite.sh inside.  Fails loudly when
 # qemu cannot run.
 VM_PKGS := qemu-system-x86 linux-image-amd64 busybox-static ibverbs-utils \
-	   rdma-core perftest qperf iperf3 kmod cpio openssh-server openssh-client
+	   rdma-core perftest qperf iperf3 kmod cpio openssh-server openssh-client \
+	   tshark
 test-vm: build
 	@SDP_EXTRA_PKGS="$(VM_PKGS)" scripts/install-deps.sh
 	@start=$$(date +%s); scripts/vm-run -t 900 -- bash tests/vm/suite.sh $(BUILD); rc=$$?; \

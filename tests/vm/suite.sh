@@ -91,6 +91,9 @@ t connect-first-contact-slow-arp 60 slow_arp
 # cannot move); one connection (a "both" listener is TCP after a fork).
 t itest-forkserver-exec 90 "$RUN" "$T/sdp_forkserver" --family sdp --accept block \
 	--parent-close now --conns 1 --clients 1 --exec --max-req 1M
+# The wire checked by an independent decoder: Wireshark's SDP dissector on
+# a capture of BCopy, Read ZCopy, Write ZCopy and the Hello/HelloAck.
+t wire-check 300 bash tests/vm/wire_check.sh "$B"
 # A child that enters a seccomp sandbox: the server that drives the verbs
 # connection relays it in place, into the descriptor's own pair.
 t itest-sandbox 90 "$RUN" "$T/sdp_sandbox" --family sdp
