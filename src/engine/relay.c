@@ -313,6 +313,10 @@ static int start_in_place_locked(struct sdp_conn *c, int proof,
 	if (!rd || rd->lib_fd < 0 || !rd->app_ino || fstat(proof, &st) < 0 ||
 	    (uint64_t)st.st_ino != rd->app_ino)
 		return -EPERM;	/* it does not hold this connection */
+	/* The pair already carries the peer's EOF: bytes still unread
+	 * could not follow it. */
+	if (rd->eof && sdp_conn_rx_avail_locked(c) > 0)
+		return -EBUSY;
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;

@@ -405,7 +405,7 @@ void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev)
 }
 
 static void replace_in_set_locked(struct ep_set *set, int ep, int fd,
-				  struct sdp_sock *s)
+				  struct sdp_sock *s, int readd)
 {
 	int i;
 
@@ -415,14 +415,13 @@ static void replace_in_set_locked(struct ep_set *set, int ep, int fd,
 
 		/* The old file leaves the set when it closes; the new one
 		 * must be added under the same number. */
-		if (sdp_real.epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0 &&
-		    errno == EEXIST)
-			sdp_real.epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
+		if (readd)
+			sdp_real.epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
 		ent_del_locked(set, i);
 	}
 }
 
-void sdp_epfast_fd_replaced(int fd, struct sdp_sock *s)
+void sdp_epfast_fd_replaced(int fd, struct sdp_sock *s, int readd)
 {
 	int ep;
 
@@ -433,10 +432,10 @@ void sdp_epfast_fd_replaced(int fd, struct sdp_sock *s)
 	 * the last set it joined first, the rest by scanning. */
 	ep = s->ep_ep;
 	if (s->ep_regs > 0 && ep >= 0 && ep < EP_MAX_FD && sets[ep])
-		replace_in_set_locked(sets[ep], ep, fd, s);
+		replace_in_set_locked(sets[ep], ep, fd, s, readd);
 	for (ep = 0; s->ep_regs > 0 && ep < EP_MAX_FD; ep++) {
 		if (sets[ep])
-			replace_in_set_locked(sets[ep], ep, fd, s);
+			replace_in_set_locked(sets[ep], ep, fd, s, readd);
 	}
 	pthread_mutex_unlock(&ep_lock);
 }

@@ -69,9 +69,7 @@ struct sdp_sock *sdp_fd_get(int fd)
 	pthread_rwlock_unlock(&table_lock);
 	/* Relayed in place (engine/relay.h), by any process of the family:
 	 * the descriptor is the plain socket it names, for us too. */
-	if (s && sdp_owner_any_in_place() && s->kind == SDP_SK_CONN &&
-	    s->conn && sdp_relay_in_place(s->conn)) {
-		sdp_sock_went_plain(fd, s);
+	if (s && sdp_owner_any_in_place() && sdp_sock_went_plain(fd, s)) {
 		sdp_sock_put(s);
 		return NULL;
 	}

@@ -116,8 +116,8 @@ int sdp_lsnfd_install(struct sdp_sock *s, int fd);
 /* Untrack and close the hidden descriptors (last close, or fallback). */
 void sdp_lsnfd_release(struct sdp_sock *s);
 /* getsockopt(SO_ERROR): a failed non-blocking "both" attempt goes TCP
- * (socket.c); 1 if it did. */
-int sdp_sock_late_fallback(struct sdp_sock *s, int fd);
+ * (socket.c); 1 if it handled the call, *so_error (errno) to report. */
+int sdp_sock_late_fallback(struct sdp_sock *s, int fd, int *so_error);
 /* The SDP attempt failed with `sdp_err` for `reason` (conn.h): maybe TCP. */
 int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
 				const struct sockaddr *sa, socklen_t len,
@@ -126,10 +126,10 @@ int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
 /* Descriptor table (fdtable.c).  get() returns a referenced socket or NULL
  * (cheap for descriptors that are not SDP). */
 void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev);
-/* `fd` stops naming socket s (it became a kernel socket, dup3): every
- * epoll set that holds the pair gets the new file with the same events
- * and data, and forgets s. */
-void sdp_epfast_fd_replaced(int fd, struct sdp_sock *s);
+/* `fd` stops naming socket s: every epoll set that holds the pair forgets
+ * s and, with `readd` (it became a new kernel socket, dup3), gets the new
+ * file with the same events and data.  Not with s->lock held. */
+void sdp_epfast_fd_replaced(int fd, struct sdp_sock *s, int readd);
 /* A socket gained or lost its connection: epoll_wait's cached snapshots
  * (epfast.c) are stale. */
 void sdp_epfast_conns_changed(void);
@@ -160,9 +160,9 @@ int sdp_relayed_name(int fd, int peer, struct sockaddr *sa, socklen_t *len);
 void sdp_relayed_add(uint64_t ino, const struct sockaddr *local,
 		     socklen_t local_len, const struct sockaddr *peer,
 		     socklen_t peer_len);
-/* `fd` names a socket whose connection is relayed in place: it leaves the
- * table, a plain socket from now on (socket.c). */
-void sdp_sock_went_plain(int fd, struct sdp_sock *s);
+/* If `fd`'s socket has a connection relayed in place, it leaves the
+ * table, a plain socket from now on (socket.c): 1, else 0. */
+int sdp_sock_went_plain(int fd, struct sdp_sock *s);
 /* A process about to restrict its system calls (seccomp): connections it
  * holds but does not drive are relayed in place first (sandbox.c). */
 void sdp_sandbox_entering(void);

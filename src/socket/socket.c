@@ -99,26 +99,45 @@ static int others_hold(const struct sdp_sock *s)
 	return s->conn && sdp_relay_active(s->conn);
 }
 
-void sdp_sock_went_plain(int fd, struct sdp_sock *s)
+int sdp_sock_went_plain(int fd, struct sdp_sock *s)
 {
 	struct sdp_sock *taken;
+	struct sdp_conn *c;
 	struct stat st;
 
-	if (fstat(fd, &st) == 0)
-		sdp_relayed_add((uint64_t)st.st_ino,
-				(struct sockaddr *)&s->conn->addr.local,
-				s->conn->addr.local_len,
-				(struct sockaddr *)&s->conn->addr.peer,
-				s->conn->addr.peer_len);
-	/* epoll sets keep the descriptor (the same file) in the kernel; the
-	 * user-space readiness forgets it. */
-	sdp_epfast_fd_replaced(fd, s);
+	pthread_mutex_lock(&s->lock);
+	c = s->kind == SDP_SK_CONN ? s->conn : NULL;
+	if (c && sdp_relay_in_place(c))
+		sdp_conn_get(c);
+	else
+		c = NULL;
+	pthread_mutex_unlock(&s->lock);
+	if (!c)
+		return 0;
+	/* One thread takes the entry and does the rest; another that met
+	 * it at the same time just finds it gone. */
 	taken = sdp_fd_take(fd);
-	if (taken) {
+	if (taken == s) {
+		if (fstat(fd, &st) == 0)
+			sdp_relayed_add((uint64_t)st.st_ino,
+					(struct sockaddr *)&c->addr.local,
+					c->addr.local_len,
+					(struct sockaddr *)&c->addr.peer,
+					c->addr.peer_len);
+		/* epoll sets keep the descriptor (the same file) in the
+		 * kernel; the user-space readiness forgets it. */
+		sdp_epfast_fd_replaced(fd, s, 0);
 		if (atomic_fetch_sub(&taken->nfds, 1) == 1)
 			sdp_sock_release(taken);
 		sdp_sock_put(taken);
+	} else if (taken) {
+		/* Not ours to take: back, with the table's reference. */
+		if (sdp_fd_set(fd, taken) == 0)
+			atomic_fetch_sub(&taken->nfds, 1);
+		sdp_sock_put(taken);
 	}
+	sdp_conn_put(c);
+	return 1;
 }
 
 void sdp_sock_release(struct sdp_sock *s)
@@ -737,12 +756,14 @@ static int switch_fallback(struct sdp_sock *s, int fd, const struct sockaddr *sa
  * descriptor becomes the TCP socket, connecting to the same destination,
  * and stays in the application's epoll sets (become_tcp).  Event loops
  * read SO_ERROR when the descriptor turns writable, and this is that
- * moment.  1 if it switched: SO_ERROR is then the kernel socket's.
+ * moment.  1 if it handled the call, with the error to report in
+ * *so_error (the kernel socket's once it switched).
  */
-int sdp_sock_late_fallback(struct sdp_sock *s, int fd)
+int sdp_sock_late_fallback(struct sdp_sock *s, int fd, int *so_error)
 {
 	struct sdp_conn *c;
-	int err = 0;
+	int err = 0, r;
+	socklen_t l = sizeof(*so_error);
 
 	if (!s->switched || s->shadow < 0 || !s->may_fallback ||
 	    !s->fb_dst_len)
@@ -759,11 +780,16 @@ int sdp_sock_late_fallback(struct sdp_sock *s, int fd)
 	pthread_mutex_unlock(&s->lock);
 	if (!err)
 		return 0;
-	err = switch_fallback(s, fd, (struct sockaddr *)&s->fb_dst,
-			      s->fb_dst_len, err);
+	r = switch_fallback(s, fd, (struct sockaddr *)&s->fb_dst,
+			    s->fb_dst_len, err);
+	*so_error = -err;	/* not switched: the SDP attempt's error */
 	if (sdp_fd_peek(fd) == s)
-		return 0;	/* still SDP: the error stands */
-	if (err == -EINPROGRESS) {
+		return 1;
+	if (r != 0 && r != -EINPROGRESS) {
+		*so_error = -r;	/* the TCP connect failed at once */
+		return 1;
+	}
+	if (r == -EINPROGRESS) {
 		/* Loopback or a LAN answers within this wait; past it the
 		 * application sees EAGAIN, then EPOLLOUT, as on any
 		 * connecting TCP socket. */
@@ -772,6 +798,8 @@ int sdp_sock_late_fallback(struct sdp_sock *s, int fd)
 
 		syscall(SYS_ppoll, &p, 1, &ts, NULL, 0);
 	}
+	if (sdp_real.getsockopt(fd, SOL_SOCKET, SO_ERROR, so_error, &l) < 0)
+		*so_error = errno;
 	return 1;
 }
 

@@ -502,10 +502,13 @@ SDP_EXPORT int getsockopt(int fd, int level, int name, void *v, socklen_t *len)
 		sdp_real_init();
 		return sdp_real.getsockopt(fd, level, name, v, len);
 	}
-	if (level == SOL_SOCKET && name == SO_ERROR &&
-	    sdp_sock_late_fallback(s, fd)) {
-		sdp_sock_put(s);
-		return sdp_real.getsockopt(fd, level, name, v, len);
+	if (level == SOL_SOCKET && name == SO_ERROR) {
+		int e;
+
+		if (sdp_sock_late_fallback(s, fd, &e)) {
+			sdp_sock_put(s);
+			return sdp_ret(sdp_opt_put_int(v, len, e));
+		}
 	}
 	if (level == SOL_SOCKET || level == AF_INET_SDP)
 		r = get_sol_socket(s, name, v, len);

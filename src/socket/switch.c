@@ -284,9 +284,8 @@ static int become_tcp(struct sdp_sock *s, int fd, const char *why,
 	s->shadow = -1;
 	sdp_log(SDP_LOG_INFO, "fd %d: over TCP: %s", fd, why);
 	sdp_switch_record_tcp(fd, why, remote);
-	/* The descriptor no longer names the SDP socket; the epoll sets the
-	 * application put it in must now watch the kernel socket. */
-	sdp_epfast_fd_replaced(fd, s);
+	/* The descriptor no longer names the SDP socket (its epoll sets are
+	 * given the kernel socket by connect_over_tcp). */
 	taken = sdp_fd_take(fd);
 	if (s->bound) {
 		sdp_tp_default()->close_listener(s->bound);
@@ -514,7 +513,13 @@ static int connect_over_tcp(struct sdp_sock *s, int fd,
 	pthread_mutex_unlock(&s->lock);
 	if (r < 0)
 		return r;
-	return sdp_real.connect(fd, sa, len) < 0 ? -errno : 0;
+	r = sdp_real.connect(fd, sa, len) < 0 ? -errno : 0;
+	/* The epoll sets the application put the descriptor in must now
+	 * watch the kernel socket: once it connects (a fresh socket polls
+	 * as hung up), and without the socket's lock (epoll_wait takes the
+	 * sets' lock, then sockets'). */
+	sdp_epfast_fd_replaced(fd, s, 1);
+	return r;
 }
 
 /*
