@@ -183,12 +183,14 @@ static int send_request(int tx, const struct relay_req *req, int fd,
 	}
 }
 
-int sdp_relay_ask(struct sdp_conn *c, int app_fd, int nonblock, int stdio)
+/* Name ourselves in c's owner slot and send the request, with `stream`
+ * and `proof`, to the ancestor that drives c; wait for its answer.  0 once
+ * accepted; else -errno, the request withdrawn. */
+static int ask_owner(struct sdp_conn *c, const struct relay_req *req,
+		     int stream, int proof)
 {
 	uint32_t owner = sdp_owner_get(c->owner_slot);
-	struct relay_req req = { RELAY_MAGIC, (uint32_t)getpid(),
-				 (uint32_t)c->owner_slot, !!stdio, 0 };
-	int sp[2], r, i, tx = -1;
+	int r, i, tx = -1;
 
 	/* No lock: the list changes only in fork handlers. */
 	for (i = F.nup - 1; i >= 0 && tx < 0; i--)
@@ -199,19 +201,29 @@ int sdp_relay_ask(struct sdp_conn *c, int app_fd, int nonblock, int stdio)
 	r = sdp_owner_relay_ask(c->owner_slot);
 	if (r < 0)
 		return r;
-	if (syscall(SYS_socketpair, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
-		    sp) < 0) {
-		r = -errno;
-		sdp_owner_relay_wait(c->owner_slot, 0);	/* withdraw */
-		return r;
-	}
-	r = send_request(tx, &req, sp[1], app_fd, sdp_cfg.fork_claim_ms);
-	syscall(SYS_close, sp[1]);
+	r = send_request(tx, req, stream, proof, sdp_cfg.fork_claim_ms);
 	if (r < 0 || !sdp_owner_relay_wait(c->owner_slot,
 					   sdp_cfg.fork_claim_ms)) {
-		sdp_owner_relay_wait(c->owner_slot, 0);
-		syscall(SYS_close, sp[0]);
+		sdp_owner_relay_wait(c->owner_slot, 0);	/* withdraw */
 		return r < 0 ? r : -ETIMEDOUT;
+	}
+	return 0;
+}
+
+int sdp_relay_ask(struct sdp_conn *c, int app_fd, int nonblock, int stdio)
+{
+	struct relay_req req = { RELAY_MAGIC, (uint32_t)getpid(),
+				 (uint32_t)c->owner_slot, !!stdio, 0 };
+	int sp[2], r;
+
+	if (syscall(SYS_socketpair, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
+		    sp) < 0)
+		return -errno;
+	r = ask_owner(c, &req, sp[1], app_fd);
+	syscall(SYS_close, sp[1]);
+	if (r < 0) {
+		syscall(SYS_close, sp[0]);
+		return r;
 	}
 	if (nonblock)
 		syscall(SYS_fcntl, sp[0], F_SETFL, O_NONBLOCK);
@@ -220,27 +232,11 @@ int sdp_relay_ask(struct sdp_conn *c, int app_fd, int nonblock, int stdio)
 
 int sdp_relay_ask_in_place(struct sdp_conn *c, int app_fd)
 {
-	uint32_t owner = sdp_owner_get(c->owner_slot);
 	struct relay_req req = { RELAY_MAGIC, (uint32_t)getpid(),
 				 (uint32_t)c->owner_slot, 0, 1 };
-	int r, i, tx = -1;
 
-	for (i = F.nup - 1; i >= 0 && tx < 0; i--)
-		if (F.up[i].pid == owner)
-			tx = F.up[i].tx;
-	if (tx < 0)
-		return -ENOTSUP;
-	r = sdp_owner_relay_ask(c->owner_slot);
-	if (r < 0)
-		return r;
 	/* The descriptor is its own stream: sent as both. */
-	r = send_request(tx, &req, app_fd, app_fd, sdp_cfg.fork_claim_ms);
-	if (r < 0 || !sdp_owner_relay_wait(c->owner_slot,
-					   sdp_cfg.fork_claim_ms)) {
-		sdp_owner_relay_wait(c->owner_slot, 0);
-		return r < 0 ? r : -ETIMEDOUT;
-	}
-	return 0;
+	return ask_owner(c, &req, app_fd, app_fd);
 }
 
 /* ---- the owner's side --------------------------------------------------- */
