@@ -277,6 +277,10 @@ int sdp__shm_name_parse(const char *path, size_t len, struct shm_addr *a);
 /* flags: SDP_BIND_* (transport.h). */
 int sdp__shm_bind_addr(const struct shm_addr *a, int is_v6_socket,
 		       unsigned flags, struct shm_listener **out);
+/* The name of a client that did not bind: an ephemeral port of `a`'s
+ * address, in the clients' own names (shm_portspace.c). */
+int sdp__shm_bind_client(const struct shm_addr *a, int is_v6_socket,
+			 struct shm_listener **out);
 void sdp__shm_listener_free(struct shm_listener *l);
 int sdp__shm_bind(const struct sockaddr *addr, socklen_t len,
 		  struct sdp_listener **out);

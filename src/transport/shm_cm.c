@@ -305,9 +305,7 @@ int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
 		/* Same-host routing: the source is the destination address. */
 		src = d;
 		src.port = 0;
-		/* The client's own name: no TCP port to claim, it does not
-		 * listen. */
-		err = sdp__shm_bind_addr(&src, is_v6, SDP_BIND_TCP_HELD, &l);
+		err = sdp__shm_bind_client(&src, is_v6, &l);
 		if (err)
 			return err;
 	}

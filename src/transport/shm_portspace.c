@@ -9,6 +9,13 @@
  * with the last fd, so a crashed process never leaks a port.  Binding a name
  * that exists fails with EADDRINUSE, which gives us exclusive ports for free.
  *
+ * A client that did not bind takes a name of its own kind,
+ * "libsdp/v1/c4/127.0.0.1/41234": its port comes from no kernel socket, so
+ * in the listeners' names it could take the port the kernel next gives a
+ * listener (bind to port 0), whose SDP side would then fail to bind.  Its
+ * names need no conflict probes either: clients only have to differ from
+ * each other.
+ *
  * Wildcard and specific bindings of one port must also exclude each other
  * (as for TCP).  There is no atomic way to do that with names, so after
  * binding our own name we probe the conflicting names by binding them
@@ -224,7 +231,7 @@ int sdp__shm_addr_is_local(const struct shm_addr *a)
 /* Which name of an address: its own, its family's wildcard, or the IPv6
  * wildcard of a listener that takes no IPv4 (IPV6_V6ONLY: a name of its
  * own, so that it shares its port with an IPv4 wildcard as over TCP). */
-enum name_kind { NAME_EXACT, NAME_ANY, NAME_ANY_V6ONLY };
+enum name_kind { NAME_EXACT, NAME_ANY, NAME_ANY_V6ONLY, NAME_CLIENT };
 
 #define NAME_V6ONLY "any-v6only"
 
@@ -243,7 +250,8 @@ static socklen_t name_make(const struct shm_addr *a, enum name_kind kind,
 	else
 		inet_ntop(a->v6 ? AF_INET6 : AF_INET, a->a, ip, sizeof(ip));
 	n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1,
-		     SHM_NAME_PREFIX "%c/%s/%u", a->v6 ? '6' : '4', ip, a->port);
+		     SHM_NAME_PREFIX "%s%c/%s/%u", kind == NAME_CLIENT ? "c" : "",
+		     a->v6 ? '6' : '4', ip, a->port);
 	return offsetof(struct sockaddr_un, sun_path) + 1 + n;
 }
 
@@ -260,6 +268,8 @@ int sdp__shm_name_parse(const char *path, size_t len, struct shm_addr *a)
 	if (strncmp(buf, SHM_NAME_PREFIX, strlen(SHM_NAME_PREFIX)))
 		return -EINVAL;
 	fam = buf + strlen(SHM_NAME_PREFIX);
+	if (fam[0] == 'c')	/* a client's name */
+		fam++;
 	if ((fam[0] != '4' && fam[0] != '6') || fam[1] != '/')
 		return -EINVAL;
 	a->v6 = fam[0] == '6';
@@ -337,12 +347,12 @@ static bool conflicts(const struct shm_addr *a, bool v6only)
 	return false;
 }
 
-/* A new socket bound to the name of `a` (port != 0), or -errno. */
-static int bind_exact(const struct shm_addr *a, bool v6only)
+/* A new socket bound to the name of kind `kind` of `a` (port != 0), or
+ * -errno. */
+static int bind_name(const struct shm_addr *a, enum name_kind kind)
 {
 	struct sockaddr_un sun;
-	socklen_t len = name_make(a, v6only && a->v6 && sdp__shm_addr_is_any(a) ?
-				  NAME_ANY_V6ONLY : NAME_EXACT, &sun);
+	socklen_t len = name_make(a, kind, &sun);
 	int s = unix_socket();
 
 	if (s < 0)
@@ -353,6 +363,17 @@ static int bind_exact(const struct shm_addr *a, bool v6only)
 		close(s);
 		return err;
 	}
+	return s;
+}
+
+/* A new socket bound to the listener name of `a` (port != 0), or -errno. */
+static int bind_exact(const struct shm_addr *a, bool v6only)
+{
+	int s = bind_name(a, v6only && a->v6 && sdp__shm_addr_is_any(a) ?
+			     NAME_ANY_V6ONLY : NAME_EXACT);
+
+	if (s < 0)
+		return s;
 	if (conflicts(a, v6only)) {
 		close(s);
 		return -EADDRINUSE;
@@ -399,7 +420,9 @@ static unsigned ephemeral_start(void)
 	return x ? x : (x = 1);
 }
 
-static int bind_ephemeral(struct shm_addr *a)
+/* A free port of the ephemeral range, in listener names or (`client`) in
+ * clients' names. */
+static int bind_ephemeral(struct shm_addr *a, bool client)
 {
 	unsigned lo, hi, start = 0, span;
 
@@ -410,7 +433,7 @@ static int bind_ephemeral(struct shm_addr *a)
 		int s;
 
 		a->port = (uint16_t)(lo + (start + i) % span);
-		s = bind_exact(a, false);
+		s = client ? bind_name(a, NAME_CLIENT) : bind_exact(a, false);
 		if (s != -EADDRINUSE)
 			return s;
 	}
@@ -481,26 +504,54 @@ static int bind_claimed(struct shm_addr *a, bool v6only, int *claim)
 	return s;
 }
 
-int sdp__shm_bind_addr(const struct shm_addr *a, int is_v6_socket,
-		       unsigned flags, struct shm_listener **out)
+static struct shm_listener *listener_new(const struct shm_addr *a,
+					 int is_v6_socket)
 {
-	const bool v6only = flags & SDP_BIND_V6ONLY;
 	struct shm_listener *l = calloc(1, sizeof(*l));
-	int s;
 
 	if (!l)
-		return -ENOMEM;
+		return NULL;
 	l->obj.ops = &sdp__shm_ops;
 	l->addr = *a;
 	l->is_v6_socket = is_v6_socket;
 	l->epfd = -1;
 	l->claim = -1;
+	return l;
+}
+
+int sdp__shm_bind_addr(const struct shm_addr *a, int is_v6_socket,
+		       unsigned flags, struct shm_listener **out)
+{
+	const bool v6only = flags & SDP_BIND_V6ONLY;
+	struct shm_listener *l = listener_new(a, is_v6_socket);
+	int s;
+
+	if (!l)
+		return -ENOMEM;
 	l->v6only = v6only && a->v6;
 	if (!(flags & SDP_BIND_TCP_HELD))
 		s = bind_claimed(&l->addr, v6only, &l->claim);
 	else
 		s = a->port ? bind_exact(&l->addr, v6only) :
-			      bind_ephemeral(&l->addr);
+			      bind_ephemeral(&l->addr, false);
+	if (s < 0) {
+		free(l);
+		return s;
+	}
+	l->sock = s;
+	*out = l;
+	return 0;
+}
+
+int sdp__shm_bind_client(const struct shm_addr *a, int is_v6_socket,
+			 struct shm_listener **out)
+{
+	struct shm_listener *l = listener_new(a, is_v6_socket);
+	int s;
+
+	if (!l)
+		return -ENOMEM;
+	s = bind_ephemeral(&l->addr, true);
 	if (s < 0) {
 		free(l);
 		return s;

@@ -114,6 +114,7 @@ static const struct {
 	{ "socket_type_and_unconnected_errors", t_socket_type },
 	{ "econnrefused", t_econnrefused },
 	{ "eaddrinuse_double_bind", t_eaddrinuse },
+	{ "listen_on_client_port", t_listen_on_client_port },
 	{ "dual_stack_v6only", t_dual_stack_v6only },
 	{ "other_family_address", t_other_family_address },
 	{ "ephemeral_port", t_ephemeral },

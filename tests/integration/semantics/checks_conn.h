@@ -119,6 +119,41 @@ static int t_one_connection(int l, int domain, int af, uint16_t port)
 	return 0;
 }
 
+/*
+ * A listener on the port an SDP connection uses as its source.  The kernel
+ * picks a listener's port (bind to port 0) among ports no kernel socket
+ * holds, and an SDP client's source port is not one; so a server could get
+ * it, and its SDP side then failed to bind: the listener stayed TCP only,
+ * silently.  Kernel TCP refuses the bind itself (the client's socket holds
+ * the port); over SDP it succeeds and the listener takes SDP clients.
+ */
+static int t_listen_on_client_port(void)
+{
+	int c, s, l, one = 1;
+	sockaddr_any a;
+	socklen_t len = sizeof a;
+
+	PAIR(c, s);
+	SYS(getsockname(c, &a.sa, &len));
+	uint16_t port = addr_port(&a);
+	NEWSOCK(l);
+	SYS(setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one));
+	len = make_loopback(&a, g_af, port);
+	if (bind(l, &a.sa, len) < 0) {
+		CHECK(errno == EADDRINUSE && !expect_sdp(),
+		      "bind to the port of an SDP connection's source: %s",
+		      strerror(errno));
+	} else {
+		SYS(listen(l, 4));
+		if (t_one_connection(l, g_domain, g_af, port) < 0)
+			return -1;
+	}
+	close(l);
+	close(c);
+	close(s);
+	return 0;
+}
+
 /* A server with one IPv4 and one IPv6-only listener on the same port
  * (sshd, nginx): both listen, and each family's client reaches its own,
  * carried as the run claims. */
