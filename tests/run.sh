@@ -56,10 +56,10 @@ esac
 # Transfer sizes (bytes per direction per connection).
 if [ "$SAN" = asan ] || [ "$SAN" = tsan ]; then
 	export SDP_TEST_STREAM_BYTES=256M
-	MED=64M SMALL=16M
+	MED=64M SMALL=16M CHURN=20000
 else
 	export SDP_TEST_STREAM_BYTES=${SDP_TEST_STREAM_BYTES:-1G}
-	MED=256M SMALL=64M
+	MED=256M SMALL=64M CHURN=100000
 fi
 
 # Sanitizer runtime options.
@@ -299,6 +299,7 @@ itest "itest/abort" 60 sdp_abort --family "$FAM4"
 itest "itest/kill" 60 sdp_kill --family "$FAM4"
 itest "itest/kill6" 60 sdp_kill --family "$FAM6"
 itest "itest/many-1000" 120 sdp_many --family "$FAM4" --conns 1000
+itest "itest/churn" 300 sdp_churn --family "$FAM4" --conns "$CHURN"
 
 # Transparent mode: the same unmodified TCP programs (--family tcp) under the
 # preload, where the socket switch carries their sockets over SDP.
@@ -313,6 +314,7 @@ if [ "$FAMILY" = sdp ]; then
 	itest "switch/exec" 60 sdp_exec --family tcp
 	itest "switch/sandbox" 60 sdp_sandbox --family tcp
 	itest "switch/kill" 60 sdp_kill --family tcp
+	itest "switch/churn" 300 sdp_churn --family tcp --conns 20000
 fi
 itest "itest/sdpstat" 60 sdp_stat --family "$FAM4"
 # ZCopy: both directions at once, small threshold; then under a SIGUSR1 storm.
