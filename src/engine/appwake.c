@@ -7,9 +7,10 @@
 #include <errno.h>
 #include <string.h>
 
-#include "engine/config.h"
+#include "base/config.h"
 #include "engine/conn.h"
 #include "engine/readiness.h"
+#include "transport/multi.h"
 #include "transport/transport.h"
 #include "transport/wakeword.h"
 
@@ -138,4 +139,53 @@ void sdp_appwake_spin_locked(struct sdp_conn *c)
 	c->app_quiet = 1;
 	armed_word(c, 1);
 	tp->app_arm(c->qp, SDP_APP_ARM_QUIET);
+}
+
+int sdp_appwake_capable_locked(const struct sdp_conn *c)
+{
+	const struct sdp_transport_ops *tp = SDP_TP(c->qp);
+
+	return tp->app_arm && tp->share_app_fd;
+}
+
+const _Atomic uint32_t *sdp_appwake_arrivals_locked(struct sdp_conn *c)
+{
+	const struct sdp_transport_ops *tp = SDP_TP(c->qp);
+
+	return tp->app_arrivals ? tp->app_arrivals(c->qp) : NULL;
+}
+
+int sdp_appwake_quiet_locked(struct sdp_conn *c)
+{
+	return SDP_TP(c->qp)->app_arm(c->qp, SDP_APP_ARM_QUIET);
+}
+
+int sdp_appwake_sleep_begin(void)
+{
+	return sdp_tp_app_sleep_begin();
+}
+
+void sdp_appwake_sleep_end(int token)
+{
+	sdp_tp_app_sleep_end(token);
+}
+
+void sdp_appwake_look(void)
+{
+	sdp_tp_app_look();
+}
+
+int sdp_appwake_set_word_alloc(void)
+{
+	return sdp_wakeword_alloc();
+}
+
+void sdp_appwake_set_word_free(int handle)
+{
+	sdp_wakeword_free(handle);
+}
+
+void sdp_appwake_set_word_sleep(int handle, int delta)
+{
+	sdp_wakeword_sleep(handle, delta);
 }

@@ -46,6 +46,27 @@ int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask);
  * byte for a message we are looking for anyway, and us drain it.  Switch
  * it to quiet; the call's final readiness update re-decides. */
 void sdp_appwake_spin_locked(struct sdp_conn *c);
+/* For socket/epfast.c, which reaches the transport only through here. */
+/* The connection's transport can wake the application itself. */
+int sdp_appwake_capable_locked(const struct sdp_conn *c);
+/* The counter the transport moves for every message that arrives, or NULL
+ * (transport.h app_arrivals). */
+const _Atomic uint32_t *sdp_appwake_arrivals_locked(struct sdp_conn *c);
+/* Re-make the quiet arm: 0 if armed with nothing waiting (transport.h
+ * app_arm, SDP_APP_ARM_QUIET). */
+int sdp_appwake_quiet_locked(struct sdp_conn *c);
+/* An application thread goes to sleep in the kernel (a token for _end), is
+ * back, or looks in user space: the transports that need to know
+ * (multi.h). */
+int sdp_appwake_sleep_begin(void);
+void sdp_appwake_sleep_end(int token);
+void sdp_appwake_look(void);
+/* An epoll set's wake word (transport/wakeword.h): a handle or -1, freed,
+ * and its sleepers counted (delta +1 / -1). */
+int sdp_appwake_set_word_alloc(void);
+void sdp_appwake_set_word_free(int handle);
+void sdp_appwake_set_word_sleep(int handle, int delta);
+
 /* We will send no more data (DisConn/AbortConn next, or reset): forget the
  * peer's descriptor so that its socketpair end is the peer's alone. */
 void sdp_appwake_stop_locked(struct sdp_conn *c);

@@ -16,11 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/atfork.h"
-#include "engine/config.h"
+#include "base/atfork.h"
+#include "base/config.h"
 #include "engine/handover.h"
 #include "engine/relay.h"
-#include "engine/owner.h"
+#include "base/owner.h"
 #include "engine/progress.h"
 #include "engine/stats_shm.h"
 #include "engine/zcopy.h"

@@ -30,10 +30,10 @@
 #include <unistd.h>
 
 #include "engine/appwake.h"
-#include "engine/atfork.h"
-#include "engine/config.h"
+#include "base/atfork.h"
+#include "base/config.h"
 #include "engine/conn.h"
-#include "engine/owner.h"
+#include "base/owner.h"
 #include "engine/relay.h"
 #include "engine/progress.h"
 

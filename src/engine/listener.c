@@ -17,10 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/cancel.h"
-#include "engine/config.h"
+#include "base/cancel.h"
+#include "base/config.h"
 #include "engine/conn.h"
-#include "engine/real.h"
+#include "base/real.h"
 #include "engine/progress.h"
 #include "engine/stats_shm.h"
 #include "wire/wire.h"
@@ -555,4 +555,33 @@ int sdp_listen_stop(struct sdp_listen *l, int keep_tcp_fd)
 	}
 	sdp_progress_release_listener(l);
 	return 1;
+}
+
+int sdp_bound_create(const struct sockaddr *sa, socklen_t len, unsigned flags,
+		     struct sdp_listener **out, struct sockaddr_storage *local,
+		     socklen_t *local_len)
+{
+	const struct sdp_transport_ops *ops = sdp_tp_default();
+	int r = sdp_tp_bind(ops, sa, len, flags, out);
+
+	if (r < 0)
+		return r;
+	*local_len = sizeof(*local);
+	ops->bound_addr(*out, local, local_len);
+	return 0;
+}
+
+void sdp_bound_close(struct sdp_listener *tl)
+{
+	sdp_tp_default()->close_listener(tl);
+}
+
+int sdp_bound_keep_claim(struct sdp_listener *tl, int fd)
+{
+	const struct sdp_transport_ops *ops = sdp_tp_default();
+
+	if (ops->set_tcp_claim)
+		return ops->set_tcp_claim(tl, fd);
+	sdp_real.close(fd);
+	return 0;
 }

@@ -44,6 +44,18 @@ struct sdp_listen {
 	int stat_slot;			/* sdpstat record, or -1 */
 };
 
+/* A bound SDP address at the default transport (bind() before listen()
+ * or connect()): flags SDP_BIND_* (transport.h); *local gets the address
+ * as bound (the port chosen for port 0). */
+int sdp_bound_create(const struct sockaddr *sa, socklen_t len, unsigned flags,
+		     struct sdp_listener **out, struct sockaddr_storage *local,
+		     socklen_t *local_len);
+void sdp_bound_close(struct sdp_listener *tl);
+/* An SDP-only listener keeps the kernel TCP socket `fd`, bound to its
+ * port, as its claim (transport.h set_tcp_claim), where the transport
+ * keeps one; else `fd` is closed.  Either way `fd` is no longer the
+ * caller's. */
+int sdp_bound_keep_claim(struct sdp_listener *tl, int fd);
 /* Takes ownership of `tl` (already bound); starts listening. */
 int sdp_listen_create(struct sdp_listener *tl, int backlog,
 		      struct sdp_ready *ready, struct sdp_listen **out);

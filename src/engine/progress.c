@@ -16,8 +16,8 @@
  * may still name it has been handled.
  */
 #include "engine/appwake.h"
-#include "engine/atfork.h"
-#include "transport/fdhigh.h"
+#include "base/atfork.h"
+#include "base/fdhigh.h"
 #include "engine/progress.h"
 
 #include <errno.h>
@@ -33,16 +33,16 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "engine/config.h"
+#include "base/config.h"
 #include "engine/conn.h"
-#include "engine/libthreads.h"
+#include "base/libthreads.h"
 #include "engine/listener.h"
-#include "engine/real.h"
+#include "base/real.h"
 #include "engine/handover.h"
-#include "engine/owner.h"
+#include "base/owner.h"
 #include "engine/relay.h"
 #include "engine/stats_shm.h"	/* sdpstat */
-#include "engine/tsan.h"
+#include "base/tsan.h"
 
 #define TAG_LISTENER 0x1ul
 #define TAG_MASK 0x3ul

@@ -9,7 +9,7 @@
  * to lib_fd to switch POLLOUT off, and read them back at lib_fd to switch it
  * on again, which also wakes EPOLLOUT waiters (edge-triggered included).
  */
-#include "transport/fdhigh.h"
+#include "base/fdhigh.h"
 #include "engine/readiness.h"
 
 #include <errno.h>
@@ -19,7 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "engine/real.h"
+#include "base/real.h"
 
 int sdp_ready_init(struct sdp_ready *r, int sock_flags)
 {

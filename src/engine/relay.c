@@ -40,13 +40,13 @@
 #include <unistd.h>
 
 #include "engine/appwake.h"
-#include "engine/atfork.h"
-#include "engine/config.h"
+#include "base/atfork.h"
+#include "base/config.h"
 #include "engine/conn.h"
-#include "engine/owner.h"
+#include "base/owner.h"
 #include "engine/progress.h"
-#include "engine/real.h"
-#include "transport/fdhigh.h"
+#include "base/real.h"
+#include "base/fdhigh.h"
 
 #define RELAY_MAGIC 0x59414c4552504453ull	/* "SDPRELAY" */
 #define RELAY_BUF 65536

@@ -14,13 +14,13 @@
 #include <sched.h>
 #include <string.h>
 
-#include "engine/cancel.h"
+#include "base/cancel.h"
 #include "engine/appwake.h"
-#include "engine/config.h"
+#include "base/config.h"
 #include "engine/conn.h"
 #include "engine/handover.h"
-#include "engine/owner.h"
-#include "engine/sigseen.h"
+#include "base/owner.h"
+#include "base/sigseen.h"
 #include "engine/progress.h"
 #include "engine/zcopy.h"
 

@@ -23,8 +23,8 @@
  * a process with a few sockets holds a few pages; when tmpfs is full the
  * next socket goes unpublished, nothing else.
  */
-#include "engine/atfork.h"
-#include "transport/fdhigh.h"
+#include "base/atfork.h"
+#include "base/fdhigh.h"
 #include "engine/stats_shm.h"
 
 #include <dirent.h>

@@ -19,7 +19,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#include "engine/config.h"
+#include "base/config.h"
 #include "engine/conn.h"
 
 /* Inline bytes of a SrcAvail: at least 1 in Combined mode; 64 so that a

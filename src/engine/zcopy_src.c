@@ -44,7 +44,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "engine/config.h"
+#include "base/config.h"
 #include "engine/conn.h"
 #include "engine/zcopy.h"
 

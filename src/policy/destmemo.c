@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/atfork.h"
 
 #define SL_ENTRIES 64
 
@@ -36,13 +35,12 @@ struct sl_entry {
 
 static struct {
 	pthread_mutex_t lock;
-	pthread_once_t once;
 	uint32_t run;		/* 0: off */
 	uint64_t life_ns;
 	uint64_t refused_ns;	/* 0: off */
 	struct sl_entry e[SL_ENTRIES];
 } SL = {
-	.lock = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT,
+	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.run = SDP_SHORT_RUN, .life_ns = SDP_SHORT_LIFE_MS * 1000000ull,
 	.refused_ns = SDP_REFUSED_HOLD_MS * 1000000ull,
 };
@@ -59,24 +57,19 @@ void sdp_destmemo_configure(uint32_t run, uint32_t life_ms,
 	pthread_mutex_unlock(&SL.lock);
 }
 
-static void sl_prepare(void)
+void sdp_destmemo_fork_prepare(void)
 {
 	pthread_mutex_lock(&SL.lock);
 }
 
-static void sl_parent(void)
+void sdp_destmemo_fork_parent(void)
 {
 	pthread_mutex_unlock(&SL.lock);
 }
 
-static void sl_child(void)
+void sdp_destmemo_fork_child(void)
 {
 	pthread_mutex_init(&SL.lock, NULL);
-}
-
-static void sl_init(void)
-{
-	sdp_atfork_add(SDP_ATFORK_INNER, sl_prepare, sl_parent, sl_child);
 }
 
 /* An IPv4-mapped IPv6 address is the IPv4 destination. */
@@ -119,7 +112,6 @@ static bool sl_lock_key(const struct sockaddr *dst, socklen_t len,
 {
 	if (!sl_key_of(dst, len, k))
 		return false;
-	pthread_once(&SL.once, sl_init);
 	pthread_mutex_lock(&SL.lock);
 	return true;
 }

@@ -23,7 +23,8 @@
  *
  * Nothing here touches a connection that exists: the choice is made
  * before connect() starts.  Time comes from the caller (unit tests drive
- * it).  Thread-safe and fork-safe; not async-signal-safe (neither is
+ * it).  Thread-safe, and fork-safe with the fork handlers below
+ * registered; not async-signal-safe (neither is
  * connect() of the switch).
  */
 #ifndef SDP_POLICY_DESTMEMO_H
@@ -46,7 +47,7 @@
 #define SDP_REFUSED_HOLD_MS	1000
 
 /* SDP_SHORT_CONN, SDP_SHORT_CONN_MS and SDP_REFUSED_HOLD_MS
- * (engine/config.c): `run` 0 turns the short-lived rule off, `refused_ms`
+ * (base/config.c): `run` 0 turns the short-lived rule off, `refused_ms`
  * 0 the no-listener rule. */
 void sdp_destmemo_configure(uint32_t run, uint32_t life_ms,
 			    uint32_t refused_ms);
@@ -69,6 +70,11 @@ void sdp_destmemo_tcp_refused(const struct sockaddr *dst, socklen_t len);
  * says so for sdpstat and logs. */
 bool sdp_destmemo_prefer_tcp(const struct sockaddr *dst, socklen_t len,
 			     uint64_t now_ns, char *why, size_t why_len);
+/* Fork handlers for the table's lock, for the caller to register (policy/
+ * sits below the process runtime and registers nothing itself). */
+void sdp_destmemo_fork_prepare(void);
+void sdp_destmemo_fork_parent(void);
+void sdp_destmemo_fork_child(void);
 /* Forget everything (tests). */
 void sdp_destmemo_reset(void);
 

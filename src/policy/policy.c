@@ -11,7 +11,7 @@
  * sockets).  Syntax and semantics are documented in policy.h.
  */
 #include "policy/policy.h"
-#include "engine/text.h"
+#include "policy/text.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -56,17 +56,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/atfork.h"
-#include "engine/owner.h"
+#include "base/atfork.h"
+#include "base/owner.h"
 #include "engine/appwake.h"
-#include "engine/config.h"
+#include "base/config.h"
 #include "engine/conn.h"
-#include "engine/real.h"
-#include "engine/sigseen.h"
+#include "base/real.h"
+#include "base/sigseen.h"
 #include "socket/sock.h"
-#include "transport/multi.h"
-#include "transport/transport.h"
-#include "transport/wakeword.h"
 
 #define EP_MAX_FD 65536		/* epoll descriptors tracked (by number) */
 
@@ -285,7 +282,7 @@ static void set_free_locked(int ep)
 		sdp_sock_put(set->e[i].s);
 	}
 	if (set->word >= 0)
-		sdp_wakeword_free(set->word);
+		sdp_appwake_set_word_free(set->word);
 	free(set->e);
 	free(set);
 	sets[ep] = NULL;
@@ -352,7 +349,7 @@ void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev)
 				demote = 1;
 				break;
 			}
-			set->word = ep_no_word ? -1 : sdp_wakeword_alloc();
+			set->word = ep_no_word ? -1 : sdp_appwake_set_word_alloc();
 			sets[ep] = set;
 		}
 		if (set->n == set->cap) {
@@ -591,14 +588,11 @@ static int snapshot(int ep, int *word)
 
 static int promotable_locked(const struct sdp_conn *c)
 {
-	const struct sdp_transport_ops *tp;
-
 	if (c->ready_user_off || !c->ready || c->ready->lib_fd < 0 ||
 	    c->orphan || c->detached || c->appwake_off || !c->qp ||
 	    c->state != SDP_ST_ESTABLISHED || !sdp_owner_is_me(c->owner_slot))
 		return 0;
-	tp = SDP_TP(c->qp);
-	return tp->app_arm && tp->share_app_fd;
+	return sdp_appwake_capable_locked(c);
 }
 
 /* Nothing new since the connection was last found with nothing to
@@ -646,8 +640,8 @@ static int conn_check(struct snap *sn, int word)
 		sdp_conn_update_ready_locked(c);
 	}
 	arr = atomic_load_explicit(&c->ep_arrivals, memory_order_relaxed);
-	if (!arr && SDP_TP(c->qp)->app_arrivals) {
-		arr = SDP_TP(c->qp)->app_arrivals(c->qp);
+	if (!arr) {
+		arr = sdp_appwake_arrivals_locked(c);
 		atomic_store_explicit(&c->ep_arrivals, arr, memory_order_release);
 	}
 	/* Read before looking: a message after this moves the counter. */
@@ -660,7 +654,7 @@ static int conn_check(struct snap *sn, int word)
 	/* Quietly armed and nothing waiting in the ring: nothing new since
 	 * the connection was last looked at, no lock-step progress needed. */
 	if (!(c->app_armed && c->app_quiet &&
-	      SDP_TP(c->qp)->app_arm(c->qp, SDP_APP_ARM_QUIET) == 0))
+	      sdp_appwake_quiet_locked(c) == 0))
 		sdp_conn_progress_locked(c);
 	if (c->ready_user && sdp_conn_rx_avail_locked(c) > 0 &&
 	    (!(sn->events & EPOLLET) || c->ep_seen_end != c->rx_end)) {
@@ -718,7 +712,7 @@ static int kernel_wait_now(int ep, struct epoll_event *ev, int max, int tmo,
  * one (pthread_cancel, deferred) still ends its sleep. */
 static void app_sleep_cancelled(void *token)
 {
-	sdp_tp_app_sleep_end(*(int *)token);
+	sdp_appwake_sleep_end(*(int *)token);
 }
 
 /* A poll/select/epoll call: with a timeout that is not zero, a sleep;
@@ -727,15 +721,15 @@ static void app_sleep_cancelled(void *token)
 	do {								\
 		int token_, r_, e_;					\
 		if (zero_timeout) {					\
-			sdp_tp_app_look();				\
+			sdp_appwake_look();				\
 			return call;					\
 		}							\
-		token_ = sdp_tp_app_sleep_begin();			\
+		token_ = sdp_appwake_sleep_begin();			\
 		pthread_cleanup_push(app_sleep_cancelled, &token_);	\
 		r_ = call;						\
 		e_ = errno;						\
 		pthread_cleanup_pop(0);					\
-		sdp_tp_app_sleep_end(token_);				\
+		sdp_appwake_sleep_end(token_);				\
 		errno = e_;						\
 		return r_;						\
 	} while (0)
@@ -844,7 +838,7 @@ static int sleep_begin(struct snap *sn, int n, int word)
 	int i, news = 0;
 
 	if (word >= 0)
-		sdp_wakeword_sleep(word, 1);
+		sdp_appwake_set_word_sleep(word, 1);
 	sdp_appwake_sleep_id = ((uint64_t)ep_pid << 32) |
 			       (uint32_t)atomic_fetch_add(&ep_waits, 1);
 	for (i = 0; i < n && !news; i++) {
@@ -864,7 +858,7 @@ static int sleep_begin(struct snap *sn, int n, int word)
 	while (i-- > 0)
 		if (!sn[i].covered)
 			conn_resync(sn[i].c, -1);
-	sdp_wakeword_sleep(word, -1);
+	sdp_appwake_set_word_sleep(word, -1);
 	return 0;
 }
 
@@ -883,7 +877,7 @@ static void covered_seen(struct sdp_conn *c)
 static void sleep_end(struct snap *sn, int n, int word,
 		      const struct epoll_event *ev, int r)
 {
-	sdp_wakeword_sleep(word, -1);
+	sdp_appwake_set_word_sleep(word, -1);
 	for (int i = 0; i < n; i++) {
 		int seen = 0;
 
@@ -936,7 +930,7 @@ static int fast_wait(int ep, struct epoll_event *ev, int max, int tmo,
 		     const struct timespec *ts, const sigset_t *mask, int kind)
 {
 	/* Any handler from now on interrupts the wait, as it would the
-	 * kernel's (engine/sigseen.h), even one that ran while we looked. */
+	 * kernel's (base/sigseen.h), even one that ran while we looked. */
 	unsigned sig = sdp_sig_seen;
 	struct snap *sn;
 	int n, k = 0, r, saved, word = -1;

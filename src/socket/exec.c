@@ -73,8 +73,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "engine/config.h"
-#include "engine/libthreads.h"
+#include "base/config.h"
+#include "base/libthreads.h"
 #include "engine/conn.h"
 #include "engine/progress.h"
 #include "engine/relay.h"

@@ -12,7 +12,7 @@
  * the soft limit is raised toward the hard limit, to SDP_NOFILE (default
  * 65536; 0 leaves the limit alone), never lowered.  The Go runtime does the
  * same since 1.19, for the same reason.  The library's own descriptors sit
- * in the top quarter of the limit (transport/fdhigh.c), so the
+ * in the top quarter of the limit (base/fdhigh.c), so the
  * application's numbers stay as low as over TCP, and select() users keep
  * below FD_SETSIZE.  What is left when even the hard limit is too low:
  * an SDP connect that fails for want of descriptors or memory falls back
@@ -24,7 +24,7 @@
 #include <errno.h>
 #include <sys/resource.h>
 
-#include "engine/config.h"
+#include "base/config.h"
 #include "socket/sock.h"
 
 void sdp_fdlimit_raise(void)

@@ -13,8 +13,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "engine/atfork.h"
-#include "engine/owner.h"
+#include "base/atfork.h"
+#include "base/owner.h"
 #include "engine/relay.h"
 #include "socket/sock.h"
 

@@ -18,8 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/cancel.h"
-#include "engine/real.h"
+#include "base/cancel.h"
+#include "base/real.h"
 #include "socket/sock.h"
 
 /* conn_of() result: another process uses the connection (fork). */
@@ -121,7 +121,7 @@ static ssize_t sock_recv(struct sdp_sock *s, const struct iovec *iov, int cnt,
 }
 
 /* The end of every data call on an SDP descriptor, which began with
- * sdp_cancel_enter() (each is a cancellation point, engine/cancel.h): a
+ * sdp_cancel_enter() (each is a cancellation point, base/cancel.h): a
  * pending pthread_cancel may act only once the socket is released. */
 static ssize_t io_end(struct sdp_sock *s, ssize_t r)
 {
@@ -609,7 +609,7 @@ SDP_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 			    (errno = ENOSYS, -1);
 	}
 	/* Not a POSIX cancellation point, but it blocks like send(): one
-	 * here (engine/cancel.h). */
+	 * here (base/cancel.h). */
 	sdp_cancel_enter();
 	r = sdp_sendfile(s, in_fd, offset, count);
 	return io_end(s, r);

@@ -30,11 +30,11 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#include "engine/atfork.h"
-#include "engine/config.h"
-#include "engine/real.h"
+#include "base/atfork.h"
+#include "base/config.h"
+#include "base/real.h"
 #include "socket/sock.h"
-#include "transport/fdhigh.h"
+#include "base/fdhigh.h"
 
 static pthread_mutex_t lsn_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sdp_sock *lsn_head;

@@ -8,7 +8,7 @@
  * replace a descriptor go through the library's own close(), close_range()
  * and dup2()/dup3() instead; seccomp() first relays what a sandbox could
  * not use (sandbox.c); every other system call passes through.  The
- * library's own raw calls never come here (engine/rawsys.c).
+ * library's own raw calls never come here (base/rawsys.c).
  */
 #include <errno.h>
 #include <linux/seccomp.h>
@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "socket/sock.h"
-#include "transport/fdhigh.h"
+#include "base/fdhigh.h"
 
 #undef syscall
 

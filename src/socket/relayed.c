@@ -36,7 +36,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
-#include "engine/real.h"
+#include "base/real.h"
 #include "socket/sock.h"
 
 struct relayed {

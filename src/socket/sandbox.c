@@ -28,12 +28,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "engine/config.h"
+#include "base/config.h"
 #include "engine/conn.h"
-#include "engine/owner.h"
+#include "base/owner.h"
 #include "engine/relay.h"
 #include "engine/stats_shm.h"
-#include "engine/real.h"
+#include "base/real.h"
 #include "socket/sock.h"
 
 long sdp_raw_syscall(long nr, ...);

@@ -2,7 +2,7 @@
 /*
  * signals.c — count the application's signal handlers as they run, so that
  * a blocking call can tell that one interrupted its user-space wait
- * (engine/sigseen.h says why and who looks).
+ * (base/sigseen.h says why and who looks).
  *
  * sigaction() and signal() install a trampoline in place of the
  * application's handler: it bumps this thread's counts, then calls the
@@ -17,7 +17,7 @@
  * one of the two wins.
  *
  * pthread_cancel() is here too, the other way a thread is interrupted:
- * engine/cancel.h.
+ * base/cancel.h.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -25,8 +25,8 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "engine/cancel.h"
-#include "engine/sigseen.h"
+#include "base/cancel.h"
+#include "base/sigseen.h"
 #include "socket/sock.h"
 
 static struct sigaction app[_NSIG][2];
@@ -138,7 +138,7 @@ SDP_EXPORT sighandler_t bsd_signal(int sig, sighandler_t handler)
 }
 
 /* pthread_cancel(): wake the target if it sleeps in the library, and let
- * the cancel act only at the library's boundary (engine/cancel.h). */
+ * the cancel act only at the library's boundary (base/cancel.h). */
 SDP_EXPORT int pthread_cancel(pthread_t th)
 {
 	static void *real;

@@ -22,15 +22,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/cancel.h"
-#include "engine/config.h"
-#include "engine/real.h"
+#include "base/cancel.h"
+#include "base/config.h"
+#include "base/real.h"
 #include "engine/stats_shm.h"
 #include "engine/zcopy.h"
 #include "sdp/sdp.h"
 #include "engine/relay.h"
 #include "socket/sock.h"
-#include "transport/fdhigh.h"
+#include "base/fdhigh.h"
 
 SDP_EXPORT const char *sdp_version(void)
 {
@@ -163,7 +163,7 @@ void sdp_sock_release(struct sdp_sock *s)
 		s->lsn = NULL;
 	}
 	if (s->bound) {
-		sdp_tp_default()->close_listener(s->bound);
+		sdp_bound_close(s->bound);
 		s->bound = NULL;
 	}
 	sdp_ready_release(&s->ready);
@@ -301,14 +301,13 @@ static int sock_bind_locked(struct sdp_sock *s, const struct sockaddr_storage *a
 
 	if (s->kind != SDP_SK_NEW)
 		return -EINVAL;
-	r = sdp_tp_bind(sdp_tp_default(), (const struct sockaddr *)a, len,
-			s->v6only ? SDP_BIND_V6ONLY : 0, &l);
+	r = sdp_bound_create((const struct sockaddr *)a, len,
+			     s->v6only ? SDP_BIND_V6ONLY : 0, &l, &s->local,
+			     &s->local_len);
 	s->last_bind_err = r;
 	if (r < 0)
 		return r;
 	s->bound = l;
-	s->local_len = sizeof(s->local);
-	sdp_tp_default()->bound_addr(l, &s->local, &s->local_len);
 	s->kind = SDP_SK_BOUND;
 	return 0;
 }
@@ -511,7 +510,7 @@ static int do_accept(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 		r = sdp_real.accept4(fd, sa, len, flags);
 		return r < 0 ? -errno : r;
 	}
-	sdp_cancel_enter();	/* engine/cancel.h */
+	sdp_cancel_enter();	/* base/cancel.h */
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) {
 		r = -EINVAL;
 		goto out;
@@ -641,7 +640,7 @@ SDP_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		sdp_real_init();
 		return sdp_real.connect(fd, sa, len);
 	}
-	sdp_cancel_enter();	/* engine/cancel.h */
+	sdp_cancel_enter();	/* base/cancel.h */
 	/* The choice of transport is made once, on an unconnected socket: a
 	 * connect() on one that is connecting or connected only reports
 	 * (EALREADY, EISCONN), as the kernel's does, whatever the switch has
@@ -950,7 +949,7 @@ SDP_EXPORT int close(int fd)
 	sdp_switch_forget_tcp(fd);
 	/* Not a cancellation point here (its leave says 0): the descriptor
 	 * is gone already, and the release must run whole
-	 * (engine/cancel.h). */
+	 * (base/cancel.h). */
 	if (s) {
 		sdp_cancel_enter();
 		app_fd_going(s, fd);

@@ -17,8 +17,8 @@
 #include <sys/ioctl.h>
 #include <sys/time.h>
 
-#include "engine/config.h"
-#include "engine/real.h"
+#include "base/config.h"
+#include "base/real.h"
 #include "engine/zcopy.h"
 #include "sdp/sdp.h"
 #include "socket/sock.h"

@@ -27,9 +27,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/config.h"
+#include "base/atfork.h"
+#include "base/config.h"
 #include "engine/progress.h"
-#include "engine/real.h"
+#include "base/real.h"
 #include "engine/stats_shm.h"
 #include "policy/destmemo.h"
 #include "policy/policy.h"
@@ -50,6 +51,8 @@ static void switch_init(void)
 	sdp_config_init();
 	sdp_destmemo_configure(sdp_cfg.short_conn, sdp_cfg.short_conn_ms,
 			       sdp_cfg.refused_hold_ms);
+	sdp_atfork_add(SDP_ATFORK_INNER, sdp_destmemo_fork_prepare,
+		       sdp_destmemo_fork_parent, sdp_destmemo_fork_child);
 	sdp_fdlimit_raise();
 	sdp_policy_program_name(SW.program, sizeof(SW.program));
 	SW.enabled = !(e && (!strcmp(e, "0") || !strcmp(e, "off")));
@@ -98,7 +101,7 @@ void sdp_switch_listener_to_tcp(struct sdp_sock *s, int child)
 	if (child) {
 		/* Our copies only: the parent's queue is not ours to touch. */
 		if (l->tl)
-			sdp_tp_default()->close_listener(l->tl);
+			sdp_bound_close(l->tl);
 		l->tl = NULL;
 	} else {
 		sdp_listen_close(l);
@@ -288,7 +291,7 @@ static int become_tcp(struct sdp_sock *s, int fd, const char *why,
 	 * given the kernel socket by connect_over_tcp). */
 	taken = sdp_fd_take(fd);
 	if (s->bound) {
-		sdp_tp_default()->close_listener(s->bound);
+		sdp_bound_close(s->bound);
 		s->bound = NULL;
 	}
 	sdp_ready_release(&s->ready);
@@ -319,13 +322,11 @@ static int sdp_bind_locked(struct sdp_sock *s, const struct sockaddr *sa,
 	struct sdp_listener *l = NULL;
 	int r;
 
-	r = sdp_tp_bind(sdp_tp_default(), sa, len, flags, &l);
+	r = sdp_bound_create(sa, len, flags, &l, &s->local, &s->local_len);
 	s->last_bind_err = r;
 	if (r < 0)
 		return r;
 	s->bound = l;
-	s->local_len = sizeof(s->local);
-	sdp_tp_default()->bound_addr(l, &s->local, &s->local_len);
 	s->kind = SDP_SK_BOUND;
 	return 0;
 }
@@ -445,12 +446,7 @@ int sdp_switch_listen(struct sdp_sock *s, int fd, int backlog)
 	if (v != SDP_POLICY_BOTH && s->shadow >= 0) {
 		/* "sdp": SDP only; the TCP socket stays as the claim, if the
 		 * transport keeps one, and TCP clients are reset. */
-		const struct sdp_transport_ops *ops = sdp_tp_default();
-
-		if (ops->set_tcp_claim)
-			r = ops->set_tcp_claim(s->bound, s->shadow);
-		else
-			sdp_real.close(s->shadow);
+		r = sdp_bound_keep_claim(s->bound, s->shadow);
 		s->shadow = -1;
 		if (r < 0)
 			goto out;

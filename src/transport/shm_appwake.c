@@ -37,7 +37,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "transport/fdhigh.h"
+#include "base/fdhigh.h"
 #include "transport/shm.h"
 #include "transport/wakeword.h"
 

@@ -41,8 +41,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "engine/atfork.h"
-#include "transport/fdhigh.h"
+#include "base/atfork.h"
+#include "base/fdhigh.h"
 #include "transport/shm.h"
 
 #define DIAG_BUF 16384

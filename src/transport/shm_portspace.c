@@ -54,7 +54,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "transport/fdhigh.h"
+#include "base/fdhigh.h"
 #include "transport/shm.h"
 
 /*

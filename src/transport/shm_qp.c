@@ -35,7 +35,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "transport/fdhigh.h"
+#include "base/fdhigh.h"
 #include "transport/shm.h"
 
 static uint32_t roundup_pow2(uint32_t v)

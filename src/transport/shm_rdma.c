@@ -47,8 +47,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "engine/atfork.h"
-#include "transport/fdhigh.h"
+#include "base/atfork.h"
+#include "base/fdhigh.h"
 #include "transport/shm.h"
 
 /*

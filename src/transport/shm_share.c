@@ -20,7 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "transport/fdhigh.h"
+#include "base/fdhigh.h"
 #include "transport/shm.h"
 
 int sdp__shm_share_listener(struct sdp_listener *sl)

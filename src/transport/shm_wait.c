@@ -33,7 +33,7 @@
 #include <unistd.h>
 #include <linux/futex.h>
 
-#include "engine/cancel.h"
+#include "base/cancel.h"
 #include "transport/shm.h"
 
 static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val,

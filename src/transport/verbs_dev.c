@@ -29,13 +29,13 @@
  * So only news for a process whose threads all sleep some other way
  * (nanosleep, a condition variable) can wait, and at most that long.
  */
-#include "engine/atfork.h"
-#include "engine/cancel.h"
-#include "engine/config.h"
-#include "engine/sigseen.h"
+#include "base/atfork.h"
+#include "base/cancel.h"
+#include "base/config.h"
+#include "base/sigseen.h"
 #include "transport/verbs.h"
 #include "transport/multi.h"
-#include "engine/libthreads.h"
+#include "base/libthreads.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -913,7 +913,7 @@ static int sleep_for_news(struct vb_qp *qp, uint32_t seq, uint64_t tmo_ns)
 			pthread_mutex_unlock(&d->lock);
 		}
 	}
-	/* pthread_cancel wakes us through the same word (engine/cancel.h). */
+	/* pthread_cancel wakes us through the same word (base/cancel.h). */
 	r = sdp_cancel_futex_wait(&qp->seq, seq, tsp, 1);
 	if (d)
 		atomic_fetch_sub(&d->sleepers, 1);

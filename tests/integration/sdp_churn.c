@@ -70,7 +70,7 @@ static long count_lines(const char *path)
 
 /* Private anonymous memory (heap, stacks), where a leak of the library's
  * own memory grows.  Shared memory is left out: the connections' segments
- * are counted as mappings, and the family's owner slots (engine/owner.c)
+ * are counted as mappings, and the family's owner slots (base/owner.c)
  * are handed out in turn across a fixed region, so their pages are touched
  * one after the other until it is all touched (20 bytes a connection). */
 static long rss_kib(void)

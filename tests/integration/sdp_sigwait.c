@@ -2,7 +2,7 @@
 /*
  * sdp_sigwait: a signal handled while a blocking call waits interrupts it,
  * exactly as the kernel's own call would be, wherever the library happens
- * to be waiting (engine/sigseen.h).
+ * to be waiting (base/sigseen.h).
  *
  * The library waits partly in user space: epoll_wait spins on its set and
  * recv spins on its connection before they sleep in the kernel.  This

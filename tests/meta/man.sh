@@ -193,7 +193,7 @@ SRC = sys.argv[1]
 # getenv/secure_getenv: the helpers that read one.
 ACCESSORS = {"sdp_env_u32"}
 # getenv() calls that forward a helper's parameter: (file, argument).
-FORWARDERS = {("src/engine/config.c", "name")}
+FORWARDERS = {("src/base/config.c", "name")}
 # Read by the code, not rows of README.md's table; each must still be named
 # in README.md (and have its entry in sdp.7).
 NOT_IN_README_TABLE = {

@@ -29,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/config.h"
+#include "base/config.h"
 #include "engine/conn.h"
 #include "engine/listener.h"
 #include "engine/progress.h"

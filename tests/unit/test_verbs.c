@@ -28,10 +28,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/config.h"
+#include "base/config.h"
 #include "engine/conn.h"
 #include "engine/listener.h"
-#include "engine/sigseen.h"
+#include "base/sigseen.h"
 #include "engine/zcopy.h"
 #include "transport/multi.h"
 #include "transport/transport.h"

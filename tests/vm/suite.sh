@@ -61,10 +61,10 @@ t itest-stream-blocking-64M 120 over_rxe $((2 * 67108864)) env SDP_LOG=2 "$RUN" 
 t itest-stream-epoll-32M 120 over_rxe $((2 * 33554432)) env SDP_LOG=2 "$RUN" "$T/sdp_stream" --family sdp --mode epoll --bytes 32M --seed 2
 t itest-halfclose 90 "$RUN" "$T/sdp_halfclose" --family sdp
 # A signal handled while recv/epoll_wait spin before sleeping: EINTR, or a
-# restart under SA_RESTART, as the kernel's own calls (engine/sigseen.h).
+# restart under SA_RESTART, as the kernel's own calls (base/sigseen.h).
 t itest-sigwait 60 "$RUN" "$T/sdp_sigwait" --family sdp
 # pthread_cancel of threads blocked in recv, send and accept over verbs,
-# where they sleep on a futex glibc cannot interrupt (engine/cancel.h); and
+# where they sleep on a futex glibc cannot interrupt (base/cancel.h); and
 # shutdown() of a listener waking the thread blocked in accept().
 t itest-cancel 90 "$RUN" "$T/sdp_semantics" --family sdp --only "cancel_blocked|listener_shutdown"
 # fork() after the parent used verbs: the children open their own connections

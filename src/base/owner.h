@@ -14,8 +14,8 @@
  * here needs more than atomics and a futex: a sandboxed child (seccomp)
  * can claim.
  */
-#ifndef SDP_OWNER_H
-#define SDP_OWNER_H
+#ifndef SDP_BASE_OWNER_H
+#define SDP_BASE_OWNER_H
 
 #include <stdint.h>
 

@@ -4,8 +4,8 @@
  * reported on stderr (naming the variable) and the default is kept: a typo
  * must never silently change behaviour nor stop the program.
  */
-#include "engine/config.h"
-#include "engine/text.h"
+#include "base/config.h"
+#include "policy/text.h"
 #include "policy/destmemo.h"	/* defaults */
 
 #include <errno.h>

@@ -5,8 +5,8 @@
  * sequences that move a terminal's cursor); a message that quotes it stays one
  * readable line.
  */
-#ifndef SDP_ENGINE_TEXT_H
-#define SDP_ENGINE_TEXT_H
+#ifndef SDP_POLICY_TEXT_H
+#define SDP_POLICY_TEXT_H
 
 #include <stddef.h>
 

@@ -13,8 +13,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "engine/atfork.h"
-#include "engine/cancel.h"
+#include "base/atfork.h"
+#include "base/cancel.h"
 
 SDP_SIG_TLS struct sdp_cancel_rec sdp_cancel_me;
 

@@ -5,8 +5,8 @@
  * versions) for its own descriptors, and the socket switch forwards every
  * non-SDP descriptor to them.
  */
-#ifndef SDP_REAL_H
-#define SDP_REAL_H
+#ifndef SDP_BASE_REAL_H
+#define SDP_BASE_REAL_H
 
 #include <sys/epoll.h>
 #include <sys/socket.h>

@@ -6,8 +6,8 @@
  * "busy", and the exec relay's request (relay.h): the asker, then
  * "accepted" for good.
  */
-#include "engine/owner.h"
-#include "engine/atfork.h"
+#include "base/owner.h"
+#include "base/atfork.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -21,8 +21,8 @@
  * internally (siginterrupt), are not seen: for those the calls behave as
  * before.
  */
-#ifndef SDP_ENGINE_SIGSEEN_H
-#define SDP_ENGINE_SIGSEEN_H
+#ifndef SDP_BASE_SIGSEEN_H
+#define SDP_BASE_SIGSEEN_H
 
 /* Initial-exec TLS: read and written in signal handlers, which must not
  * allocate (the library is preloaded, so its TLS is in the static block). */

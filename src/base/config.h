@@ -3,8 +3,8 @@
  * config.h — process-wide tunables, read once from the environment.
  * Every variable is documented in README.md ("Environment variables").
  */
-#ifndef SDP_CONFIG_H
-#define SDP_CONFIG_H
+#ifndef SDP_BASE_CONFIG_H
+#define SDP_BASE_CONFIG_H
 
 #include <stdint.h>
 

@@ -9,8 +9,8 @@
  * way in and acquire on the way out say what the kernel guarantees.
  * Nothing in other builds.
  */
-#ifndef SDP_TSAN_H
-#define SDP_TSAN_H
+#ifndef SDP_BASE_TSAN_H
+#define SDP_BASE_TSAN_H
 
 #if defined(__SANITIZE_THREAD__)
 #include <sanitizer/tsan_interface.h>

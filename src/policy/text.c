@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "engine/text.h"
+#include "policy/text.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* The library's fork handlers, in an order we choose (atfork.h). */
-#include "engine/atfork.h"
+#include "base/atfork.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "engine/config.h"
+#include "base/config.h"
 
 #define SDP_ATFORK_MAX 16
 

@@ -6,8 +6,8 @@
  * (exec.c: a descriptor swapped in the parent for the length of a spawn is
  * safe only when no other application thread can look at it).
  */
-#ifndef SDP_LIBTHREADS_H
-#define SDP_LIBTHREADS_H
+#ifndef SDP_BASE_LIBTHREADS_H
+#define SDP_BASE_LIBTHREADS_H
 
 /* Called by a library thread when it starts running. */
 void sdp_lib_thread_started(void);

@@ -4,7 +4,7 @@
  * engine, which reads them; socket/signals.c, where the library is
  * preloaded, is what moves them.
  */
-#include "engine/sigseen.h"
+#include "base/sigseen.h"
 
 SDP_SIG_TLS unsigned sdp_sig_seen;
 SDP_SIG_TLS unsigned sdp_sig_seen_norestart;

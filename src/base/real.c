@@ -3,8 +3,8 @@
  * real.c — resolve the C library's socket functions once.  Every dlsym is
  * checked: a missing symbol disables interposition instead of crashing later.
  */
-#include "engine/real.h"
-#include "transport/fdhigh.h"
+#include "base/real.h"
+#include "base/fdhigh.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -9,7 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "engine/libthreads.h"
+#include "base/libthreads.h"
 
 /* Stamped with the pid: after fork() the child's count reads as 0 without
  * an atfork handler (threads are not copied by fork). */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* fdhigh.c — see fdhigh.h. */
-#include "transport/fdhigh.h"
+#include "base/fdhigh.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -36,15 +36,15 @@
  * test of a thread-local flag per call; no atomic instruction (the barrier
  * is the canceller's, and pthread_cancel is rare).
  */
-#ifndef SDP_ENGINE_CANCEL_H
-#define SDP_ENGINE_CANCEL_H
+#ifndef SDP_BASE_CANCEL_H
+#define SDP_BASE_CANCEL_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "engine/sigseen.h"	/* SDP_SIG_TLS */
+#include "base/sigseen.h"	/* SDP_SIG_TLS */
 
 struct sdp_cancel_rec {
 	/* Written by the owning thread only (plain loads and stores: relaxed

@@ -10,8 +10,8 @@
  * moved to the top quarter of RLIMIT_NOFILE; the application's own SDP
  * descriptor is then the only low number an SDP socket uses, as with TCP.
  */
-#ifndef SDP_FDHIGH_H
-#define SDP_FDHIGH_H
+#ifndef SDP_BASE_FDHIGH_H
+#define SDP_BASE_FDHIGH_H
 
 #include <stdbool.h>
 

@@ -20,8 +20,8 @@
  * module is consistent and unlocked again.  Within a class, pthread_atfork's
  * order.  Async-signal-safety rules of fork handlers apply to both.
  */
-#ifndef SDP_ATFORK_H
-#define SDP_ATFORK_H
+#ifndef SDP_BASE_ATFORK_H
+#define SDP_BASE_ATFORK_H
 
 enum sdp_atfork_class { SDP_ATFORK_INNER, SDP_ATFORK_OUTER };
 
