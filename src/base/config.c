@@ -38,9 +38,16 @@ struct sdp_config sdp_cfg = {
 	.short_conn = SDP_SHORT_RUN,
 	.short_conn_ms = SDP_SHORT_LIFE_MS,
 	.refused_hold_ms = SDP_REFUSED_HOLD_MS,
-	.transport = "shm",
+	.transport = "auto",
 	.log_level = 0,
 	.nofile = 65536,
+	.epoll_fast = 1,
+	.epoll_word = 1,
+	.stat = 1,
+	.verbs_ack_timeout = 16,	/* 268 ms per try */
+	.verbs_rearm_ms = 10,		/* longer than a scheduler time slice */
+	.verbs_spin_us = 200,
+	.verbs_rdma_spin_us = 20000,
 };
 
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
@@ -117,16 +124,27 @@ static void config_load(void)
 	sdp_env_u32("SDP_SHORT_CONN_MS", &sdp_cfg.short_conn_ms, 1, 3600000);
 	sdp_env_u32("SDP_REFUSED_HOLD_MS", &sdp_cfg.refused_hold_ms, 0, 3600000);
 	sdp_env_u32("SDP_NOFILE", &sdp_cfg.nofile, 0, 1u << 30);
+	sdp_env_u32("SDP_EPOLL_FAST", &sdp_cfg.epoll_fast, 0, 1);
+	sdp_env_u32("SDP_EPOLL_WORD", &sdp_cfg.epoll_word, 0, 1);
+	sdp_env_u32("SDP_STAT", &sdp_cfg.stat, 0, 1);
+	sdp_env_u32("SDP_VERBS_ACK_TIMEOUT", &sdp_cfg.verbs_ack_timeout, 1, 31);
+	sdp_env_u32("SDP_VERBS_REARM_MS", &sdp_cfg.verbs_rearm_ms, 0, 10000);
+	sdp_env_u32("SDP_VERBS_SPIN_US", &sdp_cfg.verbs_spin_us, 0, 1000000);
+	sdp_env_u32("SDP_VERBS_RDMA_SPIN_US", &sdp_cfg.verbs_rdma_spin_us, 0,
+		    1000000);
+	t = getenv("SDP_SWITCH");
+	sdp_cfg.switch_off = t && (!strcmp(t, "0") || !strcmp(t, "off"));
+	sdp_cfg.simple = getenv("SIMPLE_LIBSDP") || getenv("ALWAYS_USE_SDP");
 	sdp_env_u32("SDP_LOG", &lvl, 0, 3);
 	sdp_cfg.log_level = (int)lvl;
 	t = getenv("SDP_TRANSPORT");
 	if (t && *t) {
-		if (!strcmp(t, "shm") || !strcmp(t, "loop") ||
-		    !strcmp(t, "verbs") || !strcmp(t, "auto"))
+		if (!strcmp(t, "shm") || !strcmp(t, "verbs") ||
+		    !strcmp(t, "auto"))
 			sdp_cfg.transport = t;
 		else
 			fprintf(stderr, "libsdp: ignoring SDP_TRANSPORT=\"%s\": "
-				"expected auto, shm, verbs or loop\n", t);
+				"expected auto, shm or verbs\n", t);
 	}
 }
 

@@ -49,10 +49,26 @@ struct sdp_config {
 				 * with no SDP listener but a TCP one gets
 				 * TCP connects this long (policy/destmemo.h);
 				 * 0 off */
-	const char *transport;	/* SDP_TRANSPORT: "shm" (default) or "loop" */
+	const char *transport;	/* SDP_TRANSPORT: "auto" (default), "shm", "verbs" */
 	int log_level;		/* SDP_LOG: 0 silent .. 3 debug */
 	uint32_t nofile;	/* SDP_NOFILE: raise RLIMIT_NOFILE's soft limit
 				 * to this (0 = leave it), socket/fdlimit.c */
+	uint32_t epoll_fast;	/* SDP_EPOLL_FAST: epoll looks at SDP
+				 * connections in user space first */
+	uint32_t epoll_word;	/* SDP_EPOLL_WORD: a sleeping epoll set tells
+				 * its peers with one shared word */
+	uint32_t stat;		/* SDP_STAT: publish sockets for sdpstat */
+	uint8_t switch_off;	/* SDP_SWITCH=off or 0: TCP sockets stay TCP */
+	uint8_t simple;		/* SIMPLE_LIBSDP or ALWAYS_USE_SDP: every TCP
+				 * socket is SDP */
+	/* The verbs transport (transport/verbs/verbs_dev.c). */
+	uint32_t verbs_ack_timeout;	/* SDP_VERBS_ACK_TIMEOUT: the QP's local
+					 * ACK timeout exponent */
+	uint32_t verbs_rearm_ms;	/* SDP_VERBS_REARM_MS: the shared CQ stays
+					 * unarmed after an application poll */
+	uint32_t verbs_spin_us;		/* SDP_VERBS_SPIN_US: poll before sleeping */
+	uint32_t verbs_rdma_spin_us;	/* SDP_VERBS_RDMA_SPIN_US: wait_rdma()'s
+					 * poll per transfer at most */
 };
 
 extern struct sdp_config sdp_cfg;

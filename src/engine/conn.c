@@ -100,9 +100,6 @@ int sdp_conn_set_state_locked(struct sdp_conn *c, enum sdp_state to)
 
 const struct sdp_transport_ops *sdp_tp_default(void)
 {
-	sdp_config_init();
-	if (!strcmp(sdp_cfg.transport, "loop"))
-		return sdp_loop_transport.ops;
 	return sdp_tp_select_default();	/* shm, verbs, or both (multi.h) */
 }
 
@@ -380,11 +377,9 @@ int sdp_conn_connect(struct sdp_conn *c, struct sdp_listener *local,
 	struct sdp_qp *qp = NULL;
 	int r;
 
-	if (ops != sdp_loop_transport.ops) {
-		/* Per connection: shm for this host, verbs over RDMA. */
-		ops = sdp_tp_for_dest(dst, len);
-		local = sdp_tp_local_for(ops, local);
-	}
+	/* Per connection: shm for this host, verbs over RDMA. */
+	ops = sdp_tp_for_dest(dst, len);
+	local = sdp_tp_local_for(ops, local);
 	pthread_mutex_lock(&c->lock);
 	conn_bufs_for(c, ops);
 	qp_attr(c, &attr);

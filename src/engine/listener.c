@@ -23,6 +23,7 @@
 #include "base/real.h"
 #include "engine/progress.h"
 #include "engine/stats_shm.h"
+#include "transport/multi.h"
 #include "wire/wire.h"
 
 #define SDP_SOMAXCONN 4096
@@ -123,7 +124,7 @@ void sdp_listen_stat_attach(struct sdp_listen *l, int fd,
 
 	if (slot < 0)
 		return;
-	sdp_stat_slot_set_transport(slot, sdp_cfg.transport);
+	sdp_stat_slot_set_transport(slot, sdp_tp_name(sdp_tp_default()));
 	sdp_stat_slot_set_addrs(slot, local, NULL);
 	pthread_mutex_lock(&l->lock);
 	l->stat_slot = slot;

@@ -78,7 +78,7 @@ struct sdp_stat_rec {
 	struct sdp_stat_addr local;
 	struct sdp_stat_addr remote;
 	char state[16];			/* "ESTABLISHED", "LISTEN", ... */
-	char transport[8];		/* "shm", "loop", "verbs", "tcp" */
+	char transport[8];		/* "shm", "verbs", "auto", "tcp" */
 	char mode[8];			/* "bcopy" or "zcopy" */
 	uint64_t tx_bytes, rx_bytes;	/* payload bytes sent / received */
 	uint64_t tx_msgs, rx_msgs;	/* SDP messages, credit updates too */

@@ -24,6 +24,7 @@
  * next socket goes unpublished, nothing else.
  */
 #include "base/atfork.h"
+#include "base/config.h"
 #include "base/fdhigh.h"
 #include "engine/stats_shm.h"
 
@@ -358,14 +359,14 @@ static void sweep_stale(void)
 static int init_locked(void)
 {
 	extern char *program_invocation_short_name;
-	const char *env = getenv("SDP_STAT");
 	struct sdp_stat_hdr *h;
 	struct timespec rt;
 
 	if (S.state)
 		return S.state == 1 ? 0 : -ENODEV;
 	__atomic_store_n(&S.state, -1, __ATOMIC_RELAXED);
-	if (env && !strcmp(env, "0"))
+	sdp_config_init();
+	if (!sdp_cfg.stat)
 		return -ENODEV;
 	S.map = calloc(MAP_CAP, sizeof(*S.map));
 	if (!S.map)

@@ -131,9 +131,6 @@ static pthread_once_t ep_once = PTHREAD_ONCE_INIT;
 
 static void ep_resolve(void)
 {
-	const char *e = getenv("SDP_EPOLL_FAST");
-	const char *w = getenv("SDP_EPOLL_WORD");
-
 	real_epoll_wait = dlsym(RTLD_NEXT, "epoll_wait");
 	real_epoll_pwait = dlsym(RTLD_NEXT, "epoll_pwait");
 	real_epoll_pwait2 = dlsym(RTLD_NEXT, "epoll_pwait2");
@@ -143,9 +140,10 @@ static void ep_resolve(void)
 	real_ppoll = dlsym(RTLD_NEXT, "ppoll");
 	real_select = dlsym(RTLD_NEXT, "select");
 	real_pselect = dlsym(RTLD_NEXT, "pselect");
-	ep_disabled = (e && e[0] == '0') || !sdp_cfg.appwake ||
+	sdp_config_init();
+	ep_disabled = !sdp_cfg.epoll_fast || !sdp_cfg.appwake ||
 		      sdp_real_init() < 0;
-	ep_no_word = w && w[0] == '0';
+	ep_no_word = !sdp_cfg.epoll_word;
 }
 
 static void ep_init(void)

@@ -46,8 +46,6 @@ static struct {
 
 static void switch_init(void)
 {
-	const char *e = getenv("SDP_SWITCH");
-
 	sdp_config_init();
 	sdp_destmemo_configure(sdp_cfg.short_conn, sdp_cfg.short_conn_ms,
 			       sdp_cfg.refused_hold_ms);
@@ -55,11 +53,11 @@ static void switch_init(void)
 		       sdp_destmemo_fork_parent, sdp_destmemo_fork_child);
 	sdp_fdlimit_raise();
 	sdp_policy_program_name(SW.program, sizeof(SW.program));
-	SW.enabled = !(e && (!strcmp(e, "0") || !strcmp(e, "off")));
+	SW.enabled = !sdp_cfg.switch_off;
 	if (SW.enabled)
 		SW.policy = sdp_policy_load(NULL, stderr);
 	/* libsdp's simple mode: every TCP socket is SDP. */
-	if (getenv("SIMPLE_LIBSDP") || getenv("ALWAYS_USE_SDP")) {
+	if (sdp_cfg.simple) {
 		sdp_policy_free(SW.policy);
 		SW.policy = sdp_policy_parse("use sdp all * *:*\n",
 					     "SIMPLE_LIBSDP", stderr);

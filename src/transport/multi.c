@@ -19,7 +19,8 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#include "transport/shm.h"
+#include "base/config.h"
+#include "transport/shm/shm.h"
 
 #define MULTI_BIND_TRIES 16
 
@@ -328,20 +329,26 @@ static struct sdp_transport_ops multi_ops = {
 
 /* ---- the choice -------------------------------------------------------------- */
 
-enum tp_mode { TP_AUTO, TP_SHM, TP_LOOP, TP_VERBS };
+enum tp_mode { TP_AUTO, TP_SHM, TP_VERBS };
 
 static enum tp_mode mode;
 static pthread_once_t mode_once = PTHREAD_ONCE_INIT;
+static const struct sdp_transport *override;
+
+void sdp_tp_override(const struct sdp_transport *t)
+{
+	override = t;
+}
 
 static void mode_init(void)
 {
-	const char *t = getenv("SDP_TRANSPORT");
+	const char *t;
 
-	if (t && !strcmp(t, "loop"))
-		mode = TP_LOOP;
-	else if (t && !strcmp(t, "shm"))
+	sdp_config_init();
+	t = sdp_cfg.transport;
+	if (!strcmp(t, "shm"))
 		mode = TP_SHM;
-	else if (t && !strcmp(t, "verbs"))
+	else if (!strcmp(t, "verbs"))
 		mode = TP_VERBS;
 	else if (verbs_ops())
 		mode = TP_AUTO;
@@ -353,9 +360,9 @@ static void mode_init(void)
 const struct sdp_transport_ops *sdp_tp_select_default(void)
 {
 	pthread_once(&mode_once, mode_init);
+	if (override)
+		return override->ops;
 	switch (mode) {
-	case TP_LOOP:
-		return sdp_loop_transport.ops;
 	case TP_SHM:
 		return SHM;
 #ifdef SDP_HAVE_VERBS
@@ -406,9 +413,9 @@ const char *sdp_tp_name(const struct sdp_transport_ops *ops)
 {
 	if (ops == SHM)
 		return "shm";
-	if (ops == sdp_loop_transport.ops)
-		return "loop";
+	if (override && ops == override->ops)
+		return override->name;
 	if (ops == &multi_ops)
-		return "shm+verbs";
+		return "auto";
 	return "verbs";
 }

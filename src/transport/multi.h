@@ -55,6 +55,10 @@ const struct sdp_transport_ops *sdp_tp_for_dest(const struct sockaddr *dst,
 struct sdp_listener *sdp_tp_local_for(const struct sdp_transport_ops *ops,
 				      struct sdp_listener *local);
 
+/* Tests: every connection and listener of this process over `t` (the unit
+ * tests' in-process loop transport).  Call before the first socket. */
+void sdp_tp_override(const struct sdp_transport *t);
+
 /* Name of the provider a QP or listener belongs to, for diagnostics. */
 const char *sdp_tp_name(const struct sdp_transport_ops *ops);
 

@@ -154,7 +154,7 @@ struct sdp_tp_caps {
 	uint32_t max_sge;
 	int rdma;		/* 1 if RDMA READ/WRITE work on this QP */
 	char rdma_reason[64];	/* when !rdma: why (e.g. "ptrace denied") */
-	char name[16];		/* transport name: "shm", "loop", "verbs" */
+	char name[16];		/* transport name: "shm", "verbs" */
 };
 
 /* Address of a connection as the socket layer sees it (sockaddr_in/in6). */
@@ -391,7 +391,6 @@ struct sdp_tp_object {
 
 /* Providers. */
 extern const struct sdp_transport sdp_shm_transport;
-extern const struct sdp_transport sdp_loop_transport;
 
 /* Fill every NULL entry of `ops` with the "not supported" default. */
 void sdp_transport_fill_defaults(struct sdp_transport_ops *ops);

@@ -20,7 +20,7 @@ fi
 # The check must see an edge it exists for: the transport reaching up into
 # the engine.
 cp -r "$SRC/src" "$SRC/tools" "$TMP/"
-f="$TMP/src/transport/shm_qp.c"
+f="$TMP/src/transport/shm/shm_qp.c"
 sed -i '0,/^#include "/s//#include "engine\/conn.h"\n#include "/' "$f"
 if python3 "$SRC/scripts/layers.py" "$TMP" >"$TMP/out" 2>&1; then
 	echo "not ok 2 - an include of engine/ from transport/ passed the check"

@@ -34,7 +34,7 @@
 #include "engine/listener.h"
 #include "engine/progress.h"
 #include "engine/zcopy.h"
-#include "transport/loop.h"
+#include "transport/multi.h"
 #include "transport/transport.h"
 #include "wire/wire.h"
 
@@ -44,6 +44,7 @@
 /* ---- TAP and checks ------------------------------------------------------ */
 
 /* g_checks_failed, CHECK and CHECK_EQ. */
+#include "loop_transport.h"
 #include "unit_tap.h"
 
 static int g_tests_failed;
@@ -167,15 +168,11 @@ static int eh_done(void)
 /* Must run before anything calls sdp_config_init(). */
 static void eh_setup_env(void)
 {
-	setenv("SDP_TRANSPORT", "loop", 1);
 	/* Errors the tests provoke on purpose would only be noise. */
 	if (!getenv("SDP_LOG"))
 		setenv("SDP_LOG", "0", 1);
 	sdp_config_init();
-	if (strcmp(sdp_cfg.transport, "loop") != 0) {
-		printf("Bail out! SDP_TRANSPORT=loop not in effect\n");
-		exit(1);
-	}
+	sdp_tp_override(&sdp_loop_transport);
 }
 
 /* Timeouts are multiplied under sanitizers (tests/run.sh exports this). */

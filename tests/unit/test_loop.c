@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport/loop.h"
+#include "loop_transport.h"
 #include "transport/transport.h"
 #include "unit_tap.h"
 

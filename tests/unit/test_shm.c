@@ -33,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "transport/shm.h"
+#include "transport/shm/shm.h"
 #include "transport/transport.h"
 
 static int g_checks_failed;

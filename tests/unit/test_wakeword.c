@@ -24,7 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "transport/shm.h"
+#include "transport/shm/shm.h"
 #include "transport/wakeword.h"
 #include "unit_tap.h"
 

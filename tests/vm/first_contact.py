@@ -5,7 +5,7 @@
 # from SRC over SDP (verbs, rxe-a -> rxe-b) right after the neighbour table was
 # flushed: the first contact with a peer whose link-layer address is not
 # cached.  rdma_cm used to wait its whole address-resolution timeout there
-# (2 s; transport/verbs.h, VB_RESOLVE_FIRST_MS) where TCP takes
+# (2 s; transport/verbs/verbs.h, VB_RESOLVE_FIRST_MS) where TCP takes
 # milliseconds.  Fails if the connect takes 1 s or more, or did not go over
 # SDP (a fallback to TCP would be fast too).
 import socket

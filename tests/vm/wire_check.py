@@ -106,8 +106,8 @@ def source_constants():
     c["ack_size"] = grab("wire/wire.h", r"#define SDP_HELLO_ACK_SIZE (\S+)")
     c["max_adverts"] = grab("engine/conn.h", r"#define SDP_ZC_WINDOW (\S+)")
     # the verbs transport's buffers (no SDP_RECV_BUF*/SDP_RECV_BUFS set)
-    c["rcv_sz"] = grab("transport/verbs_qp.c", r"\.recv_buf_size_pref = ([^,]+),")
-    c["bufs"] = grab("transport/verbs_qp.c", r"\.recv_bufs_pref = ([^,]+),")
+    c["rcv_sz"] = grab("transport/verbs/verbs_qp.c", r"\.recv_buf_size_pref = ([^,]+),")
+    c["bufs"] = grab("transport/verbs/verbs_qp.c", r"\.recv_bufs_pref = ([^,]+),")
     return c
 
 

@@ -49,7 +49,7 @@
 
 #include "base/atfork.h"
 #include "base/fdhigh.h"
-#include "transport/shm.h"
+#include "transport/shm/shm.h"
 
 /*
  * One pidfd per peer process, not per connection: a server with a thousand

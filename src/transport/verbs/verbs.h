@@ -61,34 +61,32 @@
 /* Transport retries.  Not 7: soft-RoCE (rxe) treats 7 like the RNR
  * "infinite" value and never gives up on a dead peer. */
 #define VB_RETRY_COUNT	6
-/* Local ACK timeout exponent: 4.096 us * 2^16 = 268 ms per try, so a peer
- * that stopped answering (link down, host gone) fails the QP after about
- * (VB_RETRY_COUNT + 1) * 268 ms = 1.9 s instead of the path-derived default
- * (soft-RoCE: 2^19 * 4.096 us = 2.1 s per try, ~15 s).  Long enough for an
- * emulated host's scheduling hiccups.  SDP_VERBS_ACK_TIMEOUT overrides. */
-#define VB_ACK_TIMEOUT	16
+/* The settings (base/config.c, defaults there):
+ * - SDP_VERBS_ACK_TIMEOUT, the local ACK timeout exponent, 16: 4.096 us *
+ *   2^16 = 268 ms per try, so a peer that stopped answering (link down,
+ *   host gone) fails the QP after about (VB_RETRY_COUNT + 1) * 268 ms =
+ *   1.9 s instead of the path-derived default (soft-RoCE: 2^19 * 4.096 us
+ *   = 2.1 s per try, ~15 s).  Long enough for an emulated host's
+ *   scheduling hiccups.
+ * - SDP_VERBS_SPIN_US, 200: wait() polls the device CQ this long before
+ *   sleeping, but only on a QP that had a completion within
+ *   VB_SPIN_RECENT_MS (an idle process never spins); 0 switches it off.
+ * - SDP_VERBS_RDMA_SPIN_US, 20000: wait_rdma() polls (yielding) for news an
+ *   RDMA in flight brings for at most this long per transfer, from three
+ *   quarters of its expected time (or its start), before sleeping; 0
+ *   switches it off.
+ * - SDP_VERBS_REARM_MS, 10: after an application thread polled the shared
+ *   CQ, it stays unarmed this long (verbs_dev.c, "Arming the shared CQ"):
+ *   that thread will likely poll it again.  Longer than a scheduler time
+ *   slice, so that a poller that was preempted for one does not find the
+ *   CQ armed again (1 ms: soft-RoCE streams ran at 0.24-0.38 Gbit/s,
+ *   bimodal; 10 ms: 0.44-0.46); 0 re-arms at once. */
 #define VB_RD_ATOM	4		/* RDMA READs in flight (OFED: 4) */
 #define VB_HELLO_WIRE	32		/* Hello bytes carried in the REQ */
 #define VB_HELLO_SIZE	92		/* the whole Hello (BSDH + HH) */
 #define VB_MAX_EVENTS	4		/* queued CM events per QP */
 #define VB_SEND_WAIT_MS	2000		/* post_send waiting for SQ room */
-/* wait(): poll the device CQ for up to this long before sleeping, but only
- * on a QP that had a completion within VB_SPIN_RECENT_MS (an idle process
- * never spins).  SDP_VERBS_SPIN_US overrides; 0 switches it off. */
-#define VB_SPIN_US	200
 #define VB_SPIN_RECENT_MS 100
-/* wait_rdma(): poll (yielding) for news an RDMA in flight brings for at
- * most this long per transfer, from three quarters of its expected time
- * (or its start), before sleeping.  SDP_VERBS_RDMA_SPIN_US overrides; 0
- * switches it off. */
-#define VB_RDMA_SPIN_US	20000
-/* After an application thread polled the shared CQ, it stays unarmed this
- * long (verbs_dev.c, "Arming the shared CQ"): that thread will likely poll
- * it again.  Longer than a scheduler time slice, so that a poller that was
- * preempted for one does not find the CQ armed again (1 ms: soft-RoCE
- * streams ran at 0.24-0.38 Gbit/s, bimodal; 10 ms: 0.44-0.46).
- * SDP_VERBS_REARM_MS overrides; 0 re-arms at once (the old behaviour). */
-#define VB_REARM_GRACE_MS 10
 
 /* Hardware wr_id: | slot:20 | gen:12 | recv:1 | index:31 | */
 #define VB_WRID(slot, gen, recv, idx) \
@@ -227,8 +225,8 @@ struct vb_global {
 	int state;			/* 0: not yet, 1: up, <0: failed */
 	uint8_t ack_timeout;		/* QP local ACK timeout exponent */
 	uint32_t spin_ns;		/* wait(): bounded CQ polling */
-	uint64_t rdma_spin_ns;		/* wait_rdma(): VB_RDMA_SPIN_US */
-	uint64_t rearm_ns;		/* VB_REARM_GRACE_MS */
+	uint64_t rdma_spin_ns;		/* wait_rdma(): SDP_VERBS_RDMA_SPIN_US */
+	uint64_t rearm_ns;		/* SDP_VERBS_REARM_MS */
 	_Atomic uint32_t unarmed;	/* devices whose CQ is not armed */
 	/* Application threads asleep in poll/select/epoll (app_sleep). */
 	_Atomic uint32_t app_sleepers;

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "base/fdhigh.h"
-#include "transport/shm.h"
+#include "transport/shm/shm.h"
 
 int sdp__shm_share_listener(struct sdp_listener *sl)
 {

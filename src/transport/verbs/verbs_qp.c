@@ -9,7 +9,7 @@
  * posts receives before connect()); those receives are kept in order and
  * handed to the hardware once the route names the device.
  */
-#include "transport/verbs.h"
+#include "transport/verbs/verbs.h"
 #include "transport/multi.h"
 
 #include <errno.h>

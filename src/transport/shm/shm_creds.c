@@ -40,7 +40,7 @@
 #include <unistd.h>
 #include <linux/capability.h>
 
-#include "transport/shm.h"
+#include "transport/shm/shm.h"
 
 static ssize_t vm_call(const struct shm_qp *qp, bool write,
 		       const struct iovec *l, unsigned long nl,

@@ -32,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "transport/loop.h"
+#include "loop_transport.h"
 #include "transport/transport.h"
 
 #define LOOP_EPHEMERAL_LO 32768

@@ -43,7 +43,7 @@
 
 #include "base/atfork.h"
 #include "base/fdhigh.h"
-#include "transport/shm.h"
+#include "transport/shm/shm.h"
 
 #define DIAG_BUF 16384
 

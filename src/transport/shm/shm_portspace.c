@@ -55,7 +55,7 @@
 #include <unistd.h>
 
 #include "base/fdhigh.h"
-#include "transport/shm.h"
+#include "transport/shm/shm.h"
 
 /*
  * A descriptor kept in reserve, so that a listener out of descriptors can

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * loop.h — test hooks of the "loop" transport (in-process, deterministic).
+ * loop_transport.h — the "loop" transport (in-process, deterministic), for
+ * the unit tests: it is not part of libsdp.
  *
  * The loop provider pairs QPs inside one process: a SEND is copied into the
  * peer's posted receive at post time, RDMA is a validated memcpy, and the
@@ -13,10 +14,12 @@
  *
  * Counting starts at the call after the hook is set: n = 1 is the next call.
  */
-#ifndef SDP_TRANSPORT_LOOP_H
-#define SDP_TRANSPORT_LOOP_H
+#ifndef SDP_TESTS_LOOP_TRANSPORT_H
+#define SDP_TESTS_LOOP_TRANSPORT_H
 
 #include "transport/transport.h"
+
+extern const struct sdp_transport sdp_loop_transport;
 
 /* The n-th call of `op` returns -ENOMEM (connect: the QP gets
  * SDP_CM_UNREACHABLE with -ENOMEM instead).  Returns -EINVAL for an unknown
@@ -41,4 +44,4 @@ unsigned long sdp_loop_op_count(const char *op);
  * both sides flush, both see SDP_CM_DISCONNECTED. */
 void sdp_loop_qp_error(struct sdp_qp *qp);
 
-#endif /* SDP_TRANSPORT_LOOP_H */
+#endif /* SDP_TESTS_LOOP_TRANSPORT_H */

@@ -23,7 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "transport/shm.h"
+#include "transport/shm/shm.h"
 
 struct shm_export {
 	uint32_t me_depth, peer_depth, max_send_wr;

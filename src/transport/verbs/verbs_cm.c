@@ -23,7 +23,7 @@
  * last: rdma_destroy_id() in another thread waits for that ack, so an object
  * reached through id->context stays valid while its event is handled.
  */
-#include "transport/verbs.h"
+#include "transport/verbs/verbs.h"
 
 #include <errno.h>
 #include <netinet/in.h>

@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 #include "base/fdhigh.h"
-#include "transport/shm.h"
+#include "transport/shm/shm.h"
 
 static uint32_t roundup_pow2(uint32_t v)
 {

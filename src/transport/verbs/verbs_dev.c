@@ -19,13 +19,13 @@
  * too, on the CPUs the application and (soft-RoCE) the emulated NIC need.
  * An application thread that polls the CQ (a spin in wait(), or any
  * poll_cq: a non-blocking recv/send loop) will look again soon, so the
- * event thread does not re-arm while one spins or for VB_REARM_GRACE_MS
+ * event thread does not re-arm while one spins or for SDP_VERBS_REARM_MS
  * after an application thread last polled.  The CQ is armed again by:
  *  - a thread about to sleep in wait() (before its last look at the CQ);
  *  - an application thread about to sleep in poll/select/epoll
  *    (sdp_verbs_app_sleep_begin, called by the interposed functions);
  *  - the event thread, when an event finds either kind of sleeper;
- *  - the event thread's timer, once nobody polled for VB_REARM_GRACE_MS.
+ *  - the event thread's timer, once nobody polled for SDP_VERBS_REARM_MS.
  * So only news for a process whose threads all sleep some other way
  * (nanosleep, a condition variable) can wait, and at most that long.
  */
@@ -33,7 +33,7 @@
 #include "base/cancel.h"
 #include "base/config.h"
 #include "base/sigseen.h"
-#include "transport/verbs.h"
+#include "transport/verbs/verbs.h"
 #include "transport/multi.h"
 #include "base/libthreads.h"
 
@@ -185,7 +185,7 @@ void sdp_verbs_app_look(void)
 }
 
 /* The event thread's timer: arm every CQ left unarmed once nobody has
- * polled it for VB_REARM_GRACE_MS.  Returns the epoll timeout until the
+ * polled it for SDP_VERBS_REARM_MS.  Returns the epoll timeout until the
  * next look (ms, -1: none needed). */
 static int rearm_idle_cqs(void)
 {
@@ -379,30 +379,20 @@ static int set_nonblock(int fd)
 
 static void vb_atfork_child(void);
 
-/* The SDP_VERBS_* settings, once per process image: a fork() child keeps
- * them (and does not report a bad one again), an exec reads them anew.
- * Out-of-range or malformed values are reported and the default kept
- * (sdp_env_u32). */
+/* The SDP_VERBS_* settings (base/config.c), in the units the transport
+ * uses. */
 static void read_settings(void)
 {
 	static bool done;
-	uint32_t v;
 
 	if (done)
 		return;
 	done = true;
-	v = VB_ACK_TIMEOUT;
-	sdp_env_u32("SDP_VERBS_ACK_TIMEOUT", &v, 1, 31);
-	sdp__vb.ack_timeout = (uint8_t)v;
-	v = VB_REARM_GRACE_MS;
-	sdp_env_u32("SDP_VERBS_REARM_MS", &v, 0, 10000);
-	sdp__vb.rearm_ns = v * 1000000ull;
-	v = VB_SPIN_US;
-	sdp_env_u32("SDP_VERBS_SPIN_US", &v, 0, 1000000);
-	sdp__vb.spin_ns = v * 1000u;
-	v = VB_RDMA_SPIN_US;
-	sdp_env_u32("SDP_VERBS_RDMA_SPIN_US", &v, 0, 1000000);
-	sdp__vb.rdma_spin_ns = v * 1000ull;
+	sdp_config_init();
+	sdp__vb.ack_timeout = (uint8_t)sdp_cfg.verbs_ack_timeout;
+	sdp__vb.rearm_ns = sdp_cfg.verbs_rearm_ms * 1000000ull;
+	sdp__vb.spin_ns = sdp_cfg.verbs_spin_us * 1000u;
+	sdp__vb.rdma_spin_ns = sdp_cfg.verbs_rdma_spin_us * 1000ull;
 }
 
 /* Called with init_lock held: the CM channel and the event thread. */

@@ -34,7 +34,7 @@
 #include <linux/futex.h>
 
 #include "base/cancel.h"
-#include "transport/shm.h"
+#include "transport/shm/shm.h"
 
 static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val,
 		  const struct timespec *ts)

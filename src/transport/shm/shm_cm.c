@@ -29,7 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "transport/shm.h"
+#include "transport/shm/shm.h"
 
 #define SHM_WIRE_MAGIC 0x4d434453u	/* "SDCM" */
 

@@ -38,7 +38,7 @@
 #include <unistd.h>
 
 #include "base/fdhigh.h"
-#include "transport/shm.h"
+#include "transport/shm/shm.h"
 #include "transport/wakeword.h"
 
 #define APPWAKE_TAG 'A'		/* doorbells are one '\0' byte */
