@@ -81,7 +81,10 @@ static const unsigned allowed_from[SDP_ST_COUNT] = {
 	[SDP_ST_FIN_WAIT] = BIT(SDP_ST_ESTABLISHED),
 	[SDP_ST_CLOSE_WAIT] = BIT(SDP_ST_ESTABLISHED),
 	[SDP_ST_LAST_ACK] = BIT(SDP_ST_CLOSE_WAIT),
-	[SDP_ST_TIME_WAIT] = BIT(SDP_ST_FIN_WAIT) | BIT(SDP_ST_LAST_ACK),
+	/* From CLOSE_WAIT: the peer sent DisConn, then its QP went away
+	 * (rx.c): nothing more can come or go. */
+	[SDP_ST_TIME_WAIT] = BIT(SDP_ST_FIN_WAIT) | BIT(SDP_ST_LAST_ACK) |
+			     BIT(SDP_ST_CLOSE_WAIT),
 	[SDP_ST_RESET] = ~0u,
 };
 
@@ -418,7 +421,7 @@ int sdp_conn_connect(struct sdp_conn *c, struct sdp_listener *local,
 		goto out_unlock;
 	r = SDP_TP(qp)->connect(qp, local, dst, len, priv, SDP_HELLO_SIZE);
 	if (r < 0) {
-		c->state = SDP_ST_CLOSED;
+		sdp_conn_set_state_locked(c, SDP_ST_CLOSED);
 		goto out_unlock;
 	}
 	/* A listener that never answers (its process stopped, or stuck)
@@ -526,7 +529,7 @@ int sdp_conn_accept_req(struct sdp_conn_req *req, const struct sdp_hello *hello,
 	if (r < 0)
 		goto err;
 	SDP_TP(qp)->addresses(qp, &c->addr);
-	c->state = SDP_ST_ESTABLISHED;
+	sdp_conn_set_state_locked(c, SDP_ST_ESTABLISHED);
 	pthread_mutex_unlock(&c->lock);
 	*out = c;
 	return 0;
@@ -553,7 +556,7 @@ void sdp_conn_reset_locked(struct sdp_conn *c, int err, enum sdp_reason why)
 	}
 	if (c->qp)
 		SDP_TP(c->qp)->disconnect(c->qp);
-	c->state = SDP_ST_RESET;
+	sdp_conn_set_state_locked(c, SDP_ST_RESET);
 	c->err = err;
 	c->so_error = err;
 	c->reason = why;
@@ -627,7 +630,7 @@ int sdp_conn_progress_locked(struct sdp_conn *c)
 		if (r < 0) {
 			c->so_error = r;
 			c->err = r;
-			c->state = SDP_ST_RESET;
+			sdp_conn_set_state_locked(c, SDP_ST_RESET);
 			if (c->reason == SDP_REASON_NONE)
 				c->reason = SDP_REASON_TRANSPORT;
 			goto out;

@@ -228,7 +228,7 @@ int sdp_rx_handle_wc_locked(struct sdp_conn *c, const struct sdp_wc *wc)
 			/* Peer finished (DisConn) then went away: reads see
 			 * EOF, writes fail like after a TCP RST. */
 			c->err = -EPIPE;
-			c->state = SDP_ST_TIME_WAIT;
+			sdp_conn_set_state_locked(c, SDP_ST_TIME_WAIT);
 			return 0;
 		}
 		/* Gone without DisConn (killed, _exit, link down): unlike a
