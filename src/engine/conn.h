@@ -527,6 +527,14 @@ static inline size_t sdp_iov_total(const struct iovec *iov, int iovcnt)
 /* Sleep (without the lock) until the QP's wait sequence moves past `seq`,
  * spinning first for SDP_SPIN_US.  0, -EINTR or -ETIMEDOUT. */
 int sdp_conn_wait(struct sdp_conn *c, uint32_t seq, uint64_t deadline_ns);
+/* After a blocking call's sleep (`r` from sdp_conn_wait, the lock taken
+ * again): 0 to go round again (woken; or a signal whose handler has
+ * SA_RESTART, with no timeout: *sig is marked anew), else the call's
+ * error, -EINTR or -EAGAIN (its timeout), after a last look at what
+ * arrived. */
+struct sdp_sig_mark;
+int sdp_conn_wait_end_locked(struct sdp_conn *c, int r, uint64_t deadline_ns,
+			     struct sdp_sig_mark *sig);
 /* The same for news an RDMA in flight since `since_ns` brings, expected at
  * `due_ns` (0: unknown): the transport's wait_rdma, which may poll for it.
  * Its result: 0 (found polling), 1 (woken before polling), 2 (woken after

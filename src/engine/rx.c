@@ -435,6 +435,23 @@ int sdp_conn_wait(struct sdp_conn *c, uint32_t seq, uint64_t deadline_ns)
 	return tmo ? SDP_TP(c->qp)->wait(c->qp, seq, tmo) : -ETIMEDOUT;
 }
 
+int sdp_conn_wait_end_locked(struct sdp_conn *c, int r, uint64_t deadline_ns,
+			     struct sdp_sig_mark *sig)
+{
+	if (r == -EINTR && !deadline_ns && sdp_sig_restart(*sig) &&
+	    !sdp_cancel_woke()) {
+		*sig = sdp_sig_mark();	/* SA_RESTART: go on */
+		return 0;
+	}
+	if (r == -EINTR || r == -ETIMEDOUT) {
+		/* The peer skipped the progress doorbell because we were
+		 * waiting: look at what arrived before leaving. */
+		sdp_conn_poll_locked(c);
+		return r == -EINTR ? -EINTR : -EAGAIN;
+	}
+	return 0;
+}
+
 /* The same, for news an RDMA in flight since `since_ns` brings, expected
  * at `due_ns` (transport.h, wait_rdma). */
 int sdp_conn_wait_rdma(struct sdp_conn *c, uint32_t seq, uint64_t deadline_ns,
@@ -572,17 +589,9 @@ wait:
 			}
 			c->zc_readers++;
 		}
-		if (r == -EINTR && !deadline && sdp_sig_restart(sig) &&
-		    !sdp_cancel_woke()) {
-			sig = sdp_sig_mark();	/* SA_RESTART: go on */
-			continue;
-		}
-		if (r == -EINTR || r == -ETIMEDOUT) {
-			/* The peer skipped the progress doorbell because we
-			 * were waiting: look at what arrived before leaving. */
-			sdp_conn_poll_locked(c);
-			ret = copied ? (ssize_t)copied :
-				(r == -EINTR ? -EINTR : -EAGAIN);
+		r = sdp_conn_wait_end_locked(c, r, deadline, &sig);
+		if (r < 0) {
+			ret = copied ? (ssize_t)copied : r;
 			goto out;
 		}
 	}

@@ -672,17 +672,9 @@ wait:
 				return sent ? (ssize_t)sent : -ERESTART;
 			}
 		}
-		if (r == -EINTR && !deadline && sdp_sig_restart(sig) &&
-		    !sdp_cancel_woke()) {
-			sig = sdp_sig_mark();	/* SA_RESTART: go on */
-			continue;
-		}
-		if (r == -EINTR || r == -ETIMEDOUT) {
-			/* The peer skipped the progress doorbell because we
-			 * were waiting: look at what arrived before leaving. */
-			sdp_conn_poll_locked(c);
-			ret = sent ? (ssize_t)sent :
-				(r == -EINTR ? -EINTR : -EAGAIN);
+		r = sdp_conn_wait_end_locked(c, r, deadline, &sig);
+		if (r < 0) {
+			ret = sent ? (ssize_t)sent : r;
 			goto out;
 		}
 	}

@@ -208,5 +208,10 @@ static inline ssize_t sdp_sret(ssize_t r)
 int sdp_sock_addr_in(const struct sdp_sock *s, const struct sockaddr *sa,
 		     socklen_t len, struct sockaddr_storage *out,
 		     socklen_t *outlen);
+/* Bind a new socket's SDP side (bind(), or the switch's SDP half of a
+ * TCP socket): `flags` SDP_BIND_* (transport.h) beyond the socket's
+ * IPV6_V6ONLY. */
+int sdp_sock_bind_locked(struct sdp_sock *s, const struct sockaddr *a,
+			 socklen_t len, unsigned flags);
 
 #endif

@@ -293,17 +293,16 @@ static void sdp_sock_ofed_family(struct sdp_sock *s, const struct sockaddr *sa,
 	pthread_mutex_unlock(&s->lock);
 }
 
-static int sock_bind_locked(struct sdp_sock *s, const struct sockaddr_storage *a,
-			    socklen_t len)
+int sdp_sock_bind_locked(struct sdp_sock *s, const struct sockaddr *a,
+			 socklen_t len, unsigned flags)
 {
 	struct sdp_listener *l = NULL;
 	int r;
 
 	if (s->kind != SDP_SK_NEW)
 		return -EINVAL;
-	r = sdp_bound_create((const struct sockaddr *)a, len,
-			     s->v6only ? SDP_BIND_V6ONLY : 0, &l, &s->local,
-			     &s->local_len);
+	flags |= s->v6only ? SDP_BIND_V6ONLY : 0;
+	r = sdp_bound_create(a, len, flags, &l, &s->local, &s->local_len);
 	s->last_bind_err = r;
 	if (r < 0)
 		return r;
@@ -332,7 +331,7 @@ SDP_EXPORT int bind(int fd, const struct sockaddr *sa, socklen_t len)
 	r = sdp_sock_addr_in(s, sa, len, &a, &alen);
 	if (r == 0) {
 		pthread_mutex_lock(&s->lock);
-		r = sock_bind_locked(s, &a, alen);
+		r = sdp_sock_bind_locked(s, (struct sockaddr *)&a, alen, 0);
 		pthread_mutex_unlock(&s->lock);
 	}
 	sdp_sock_put(s);
@@ -379,7 +378,7 @@ SDP_EXPORT int listen(int fd, int backlog)
 	}
 	if (s->kind == SDP_SK_NEW) {
 		wildcard(s, &a, &alen);	/* as TCP: autobind a free port */
-		r = sock_bind_locked(s, &a, alen);
+		r = sdp_sock_bind_locked(s, (struct sockaddr *)&a, alen, 0);
 		if (r < 0)
 			goto out;
 	}

@@ -316,17 +316,7 @@ static int shadow_addr(struct sdp_sock *s, struct sockaddr_storage *ss,
 static int sdp_bind_locked(struct sdp_sock *s, const struct sockaddr *sa,
 			   socklen_t len)
 {
-	unsigned flags = SDP_BIND_TCP_HELD | (s->v6only ? SDP_BIND_V6ONLY : 0);
-	struct sdp_listener *l = NULL;
-	int r;
-
-	r = sdp_bound_create(sa, len, flags, &l, &s->local, &s->local_len);
-	s->last_bind_err = r;
-	if (r < 0)
-		return r;
-	s->bound = l;
-	s->kind = SDP_SK_BOUND;
-	return 0;
+	return sdp_sock_bind_locked(s, sa, len, SDP_BIND_TCP_HELD);
 }
 
 int sdp_switch_bind(struct sdp_sock *s, int fd, const struct sockaddr *sa,
