@@ -33,21 +33,16 @@
 #include <unistd.h>
 
 #include "loop_transport.h"
+#include "transport/shm/shm.h"
 #include "transport/transport.h"
 
 #define LOOP_EPHEMERAL_LO 32768
 #define LOOP_EPHEMERAL_HI 60999
 
-/* A normalised address: IPv4-mapped IPv6 is stored as IPv4. */
-struct loop_addr {
-	int v6;
-	uint8_t a[16];		/* 4 or 16 significant bytes */
-	uint16_t port;		/* host order */
-};
 
 struct loop_listener {
 	struct sdp_tp_object obj;
-	struct loop_addr addr;
+	struct shm_addr addr;
 	int is_v6_socket;	/* bound with a sockaddr_in6 */
 	int listening;
 	int backlog;
@@ -60,7 +55,7 @@ struct loop_listener {
 struct loop_req {
 	struct loop_listener *l;	/* NULL once the listener closed */
 	struct loop_qp *active;		/* NULL once the connector went away */
-	struct loop_addr src, dst;
+	struct shm_addr src, dst;
 	int listener_v6;		/* present addresses as IPv6 */
 	uint8_t priv[SDP_CM_PRIV_MAX];
 	uint32_t priv_len;
@@ -227,89 +222,23 @@ static int fault_hit_locked(int i)
 
 /* ---- addresses ----------------------------------------------------------- */
 
-static const uint8_t v4mapped_prefix[12] = { [10] = 0xff, [11] = 0xff };
-
-static int addr_from_sockaddr(const struct sockaddr *sa, socklen_t len,
-			      struct loop_addr *a, int *is_v6_socket)
-{
-	memset(a, 0, sizeof(*a));
-	if (!sa)
-		return -EINVAL;
-	if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
-		const struct sockaddr_in *sin = (const void *)sa;
-
-		memcpy(a->a, &sin->sin_addr, 4);
-		a->port = ntohs(sin->sin_port);
-		*is_v6_socket = 0;
-		return 0;
-	}
-	if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
-		const struct sockaddr_in6 *sin6 = (const void *)sa;
-
-		*is_v6_socket = 1;
-		a->port = ntohs(sin6->sin6_port);
-		if (!memcmp(&sin6->sin6_addr, v4mapped_prefix, 12)) {
-			memcpy(a->a, sin6->sin6_addr.s6_addr + 12, 4);
-			return 0;
-		}
-		a->v6 = 1;
-		memcpy(a->a, &sin6->sin6_addr, 16);
-		return 0;
-	}
-	return sa->sa_family == AF_INET || sa->sa_family == AF_INET6 ?
-	       -EINVAL : -EAFNOSUPPORT;
-}
-
-static void addr_to_sockaddr(const struct loop_addr *a, int want_v6,
-			     struct sockaddr_storage *ss, socklen_t *len)
-{
-	memset(ss, 0, sizeof(*ss));
-	if (want_v6 || a->v6) {
-		struct sockaddr_in6 *sin6 = (void *)ss;
-
-		sin6->sin6_family = AF_INET6;
-		sin6->sin6_port = htons(a->port);
-		if (a->v6) {
-			memcpy(&sin6->sin6_addr, a->a, 16);
-		} else {
-			memcpy(&sin6->sin6_addr, v4mapped_prefix, 12);
-			memcpy(sin6->sin6_addr.s6_addr + 12, a->a, 4);
-		}
-		*len = sizeof(*sin6);
-	} else {
-		struct sockaddr_in *sin = (void *)ss;
-
-		sin->sin_family = AF_INET;
-		sin->sin_port = htons(a->port);
-		memcpy(&sin->sin_addr, a->a, 4);
-		*len = sizeof(*sin);
-	}
-}
-
-static bool addr_is_any(const struct loop_addr *a)
-{
-	static const uint8_t zero[16];
-
-	return !memcmp(a->a, zero, a->v6 ? 16 : 4);
-}
-
-static bool addr_same_ip(const struct loop_addr *x, const struct loop_addr *y)
+static bool addr_same_ip(const struct shm_addr *x, const struct shm_addr *y)
 {
 	return x->v6 == y->v6 && !memcmp(x->a, y->a, x->v6 ? 16 : 4);
 }
 
 /* Do two bindings of the same port collide?  A wildcard covers its family;
  * an IPv6 wildcard is dual stack and covers IPv4 too (bindv6only=0). */
-static bool addr_conflict(const struct loop_addr *x, const struct loop_addr *y)
+static bool addr_conflict(const struct shm_addr *x, const struct shm_addr *y)
 {
 	if (x->port != y->port)
 		return false;
 	if (x->v6 == y->v6)
-		return addr_is_any(x) || addr_is_any(y) || addr_same_ip(x, y);
-	return (x->v6 && addr_is_any(x)) || (y->v6 && addr_is_any(y));
+		return sdp__shm_addr_is_any(x) || sdp__shm_addr_is_any(y) || addr_same_ip(x, y);
+	return (x->v6 && sdp__shm_addr_is_any(x)) || (y->v6 && sdp__shm_addr_is_any(y));
 }
 
-static bool port_taken_locked(const struct loop_addr *a)
+static bool port_taken_locked(const struct shm_addr *a)
 {
 	for (struct loop_listener *l = loop_ports; l; l = l->next)
 		if (addr_conflict(&l->addr, a))
@@ -353,7 +282,7 @@ static void port_unregister_locked(struct loop_listener *l)
 
 /* The listener a connect to `dst` reaches: exact address, then the family
  * wildcard, then (IPv4 destinations) the dual-stack IPv6 wildcard. */
-static struct loop_listener *listener_lookup_locked(const struct loop_addr *dst)
+static struct loop_listener *listener_lookup_locked(const struct shm_addr *dst)
 {
 	struct loop_listener *any = NULL, *any6 = NULL;
 
@@ -362,9 +291,9 @@ static struct loop_listener *listener_lookup_locked(const struct loop_addr *dst)
 			continue;
 		if (addr_same_ip(&l->addr, dst))
 			return l;
-		if (addr_is_any(&l->addr) && l->addr.v6 == dst->v6)
+		if (sdp__shm_addr_is_any(&l->addr) && l->addr.v6 == dst->v6)
 			any = l;
-		else if (addr_is_any(&l->addr) && l->addr.v6)
+		else if (sdp__shm_addr_is_any(&l->addr) && l->addr.v6)
 			any6 = l;
 	}
 	return any ? any : any6;
@@ -470,10 +399,10 @@ static int loop_bind(const struct sockaddr *sa, socklen_t len,
 		     struct sdp_listener **out)
 {
 	struct loop_listener *l;
-	struct loop_addr a;
+	struct shm_addr a;
 	int is_v6, err;
 
-	err = addr_from_sockaddr(sa, len, &a, &is_v6);
+	err = sdp__shm_addr_parse(sa, len, &a, &is_v6);
 	if (err)
 		return err;
 	l = listener_alloc();
@@ -500,7 +429,7 @@ static int loop_bound_addr(struct sdp_listener *sl, struct sockaddr_storage *ss,
 {
 	struct loop_listener *l = LL(sl);
 
-	addr_to_sockaddr(&l->addr, l->is_v6_socket, ss, len);
+	sdp__shm_addr_to_sockaddr(&l->addr, l->is_v6_socket, ss, len);
 	return 0;
 }
 
@@ -673,11 +602,11 @@ static int loop_connect(struct sdp_qp *sq, struct sdp_listener *local,
 {
 	struct loop_qp *qp = LQ(sq);
 	struct loop_listener *src = LL(local), *l;
-	struct loop_addr d;
+	struct shm_addr d;
 	struct loop_req *r;
 	int is_v6, err;
 
-	err = addr_from_sockaddr(dst, len, &d, &is_v6);
+	err = sdp__shm_addr_parse(dst, len, &d, &is_v6);
 	if (!err && (priv_len > SDP_CM_PRIV_MAX || !d.port))
 		err = -EINVAL;
 	if (!err && (qp->req || qp->connected || qp->from_req || qp->local))
@@ -710,7 +639,7 @@ static int loop_connect(struct sdp_qp *sq, struct sdp_listener *local,
 		 * (the loopback address for a wildcard destination). */
 		src->addr.v6 = d.v6;
 		memcpy(src->addr.a, d.a, sizeof(d.a));
-		if (addr_is_any(&d)) {
+		if (sdp__shm_addr_is_any(&d)) {
 			memset(src->addr.a, 0, sizeof(src->addr.a));
 			if (d.v6)
 				src->addr.a[15] = 1;
@@ -727,13 +656,13 @@ static int loop_connect(struct sdp_qp *sq, struct sdp_listener *local,
 		}
 	}
 	r->src = src->addr;
-	if (addr_is_any(&r->src)) {
+	if (sdp__shm_addr_is_any(&r->src)) {
 		memcpy(r->src.a, d.a, sizeof(d.a));
 		r->src.v6 = d.v6;
 	}
 	r->dst = d;
-	addr_to_sockaddr(&r->src, is_v6, &qp->addr.local, &qp->addr.local_len);
-	addr_to_sockaddr(&d, is_v6, &qp->addr.peer, &qp->addr.peer_len);
+	sdp__shm_addr_to_sockaddr(&r->src, is_v6, &qp->addr.local, &qp->addr.local_len);
+	sdp__shm_addr_to_sockaddr(&d, is_v6, &qp->addr.peer, &qp->addr.peer_len);
 
 	err = fault_hit_locked(F_CONNECT);
 	l = listener_lookup_locked(&d);
@@ -780,9 +709,9 @@ static int loop_accept(struct sdp_qp *sq, const void *priv, uint32_t priv_len)
 	active = r->active;
 	qp->connected = true;
 	/* Passive side: local = the address the client connected to. */
-	addr_to_sockaddr(&r->dst, r->listener_v6, &qp->addr.local,
+	sdp__shm_addr_to_sockaddr(&r->dst, r->listener_v6, &qp->addr.local,
 			 &qp->addr.local_len);
-	addr_to_sockaddr(&r->src, r->listener_v6, &qp->addr.peer,
+	sdp__shm_addr_to_sockaddr(&r->src, r->listener_v6, &qp->addr.peer,
 			 &qp->addr.peer_len);
 	if (!active) {
 		qp_set_error_locked(qp);	/* the connector gave up */
