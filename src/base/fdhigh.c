@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* fdhigh.c — see fdhigh.h. */
 #include "base/fdhigh.h"
+#include "base/real.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -104,7 +105,7 @@ int sdp_fd_high(int fd)
 		mark(fd, 1);
 		return fd;	/* the top is full: a low number still works */
 	}
-	close(fd);
+	sdp_close(fd);
 	mark(nfd, 1);
 	errno = saved;
 	return nfd;

@@ -22,10 +22,11 @@ int sdp_fd_high(int fd);
 
 /* The library's own descriptors are protected from the application's
  * close(), closefrom() and close_range() (socket/socket.c): a program that
- * closes "every descriptor but its own", in a loop or by range, used to
- * close the library's epoll sets, eventfds and rendezvous sockets under
- * it, and then hang.  The mark is dropped when the library closes one
- * (sdp_fd_internal_closing(), from its close paths). */
+ * closes "every descriptor but its own", in a loop or by range, would take
+ * the library's epoll sets, eventfds and rendezvous sockets from under it,
+ * and the next connection would hang.  The library closes its own with
+ * sdp_close() (base/real.h), which drops the mark
+ * (sdp_fd_internal_closing()). */
 bool sdp_fd_is_internal(int fd);
 void sdp_fd_internal_closing(int fd);
 /* The first marked descriptor in [from, to], or -1. */

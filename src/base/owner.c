@@ -8,6 +8,7 @@
  */
 #include "base/owner.h"
 #include "base/atfork.h"
+#include "base/real.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -266,7 +267,7 @@ int sdp_owner_alive(uint32_t pid)
 	if (fd < 0)
 		return 1;	/* cannot tell: alive */
 	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
+	sdp_close(fd);
 	if (n <= 0)
 		return 1;
 	buf[n] = '\0';

@@ -7,6 +7,7 @@
 #include "base/fdhigh.h"
 
 #include <dlfcn.h>
+#include <sys/syscall.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -81,4 +82,13 @@ int sdp_real_init(void)
 {
 	pthread_once(&real_once, real_resolve);
 	return real_status;
+}
+
+int sdp_close(int fd)
+{
+	if (sdp_real_init() < 0 && !glibc_close) {
+		sdp_fd_internal_closing(fd);
+		return (int)syscall(SYS_close, fd);
+	}
+	return sdp_real.close(fd);
 }

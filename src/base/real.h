@@ -53,4 +53,9 @@ extern struct sdp_real_fns sdp_real;
  * symbol is missing, in which case the socket switch stays out of the way. */
 int sdp_real_init(void);
 
+/* The library closes its own descriptors with this, never through the
+ * interposed close(): the C library's close, and the descriptor's mark
+ * as the library's own (base/fdhigh.h) dropped. */
+int sdp_close(int fd);
+
 #endif

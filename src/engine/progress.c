@@ -111,9 +111,9 @@ static void progress_atfork_child(void)
 		c->timer_next = NULL;
 	}
 	if (P.epfd >= 0)
-		close(P.epfd);
+		sdp_close(P.epfd);
 	if (P.wakefd >= 0)
-		close(P.wakefd);
+		sdp_close(P.wakefd);
 	pthread_mutex_init(&P.start_lock, NULL);
 	pthread_mutex_init(&P.lock, NULL);
 	P.epfd = P.wakefd = -1;
@@ -160,9 +160,9 @@ static int progress_start_locked(void)
 	return 0;
 err:
 	if (P.epfd >= 0)
-		close(P.epfd);
+		sdp_close(P.epfd);
 	if (P.wakefd >= 0)
-		close(P.wakefd);
+		sdp_close(P.wakefd);
 	P.epfd = P.wakefd = -1;
 	return -ENOMEM;
 }

@@ -48,6 +48,7 @@
 #include "engine/listener.h"
 #include "engine/progress.h"
 #include "engine/stats_layout.h"
+#include "base/real.h"
 
 #define MAP_CAP (2 * SDP_STAT_NSLOTS)	/* conn -> slot hash, power of 2 */
 #define STAT_RESERVE_FIRST 56u		/* header + 56 records: 8 pages */
@@ -201,7 +202,7 @@ static struct sdp_stat_hdr *map_new_file(pid_t pid, char *path, size_t len,
 	return m;
 fail:
 	if (fd >= 0)
-		close(fd);
+		sdp_close(fd);
 	unlink(path);
 	return NULL;
 }
@@ -234,7 +235,7 @@ static int open_wake_socket(pid_t pid)
 	if (fd < 0)
 		return -1;
 	if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &(int){ 1 }, sizeof(int))) {
-		close(fd);
+		sdp_close(fd);
 		return -1;
 	}
 	memset(&a, 0, sizeof(a));
@@ -243,7 +244,7 @@ static int open_wake_socket(pid_t pid)
 	alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
 			   strlen(a.sun_path + 1));
 	if (bind(fd, (struct sockaddr *)&a, alen) < 0) {
-		close(fd);
+		sdp_close(fd);
 		return -1;
 	}
 	return fd;
@@ -283,10 +284,10 @@ static void stat_atfork_child(void)
 
 	pthread_mutex_init(&S.lock, NULL);
 	if (S.wake_fd >= 0)
-		close(S.wake_fd);
+		sdp_close(S.wake_fd);
 	S.wake_fd = -1;
 	if (S.fd >= 0)
-		close(S.fd);	/* the parent's file */
+		sdp_close(S.fd);	/* the parent's file */
 	S.fd = -1;
 	S.epfd = -1;
 	S.watched = 0;

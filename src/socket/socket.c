@@ -9,7 +9,6 @@
  * into TCP here (that is the policy layer's job).
  */
 #include <errno.h>
-#include <link.h>
 #include <limits.h>
 #include <linux/close_range.h>
 #include <sys/resource.h>
@@ -855,41 +854,6 @@ SDP_EXPORT int shutdown(int fd, int how)
 	return sdp_ret(r);
 }
 
-/* The executable segment of libsdp itself: a close() of one of the
- * library's own descriptors is honoured only from there. */
-static uintptr_t lib_lo, lib_hi;
-static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
-
-static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	uintptr_t me = (uintptr_t)arg;
-
-	(void)size;
-	for (int k = 0; k < info->dlpi_phnum; k++) {
-		const ElfW(Phdr) *p = &info->dlpi_phdr[k];
-		uintptr_t lo = info->dlpi_addr + p->p_vaddr;
-
-		if (p->p_type == PT_LOAD && (p->p_flags & PF_X) &&
-		    me >= lo && me < lo + p->p_memsz) {
-			lib_lo = lo;
-			lib_hi = lo + p->p_memsz;
-			return 1;
-		}
-	}
-	return 0;
-}
-
-static void lib_range_init(void)
-{
-	dl_iterate_phdr(find_self, (void *)(uintptr_t)&lib_range_init);
-}
-
-static int from_library(const void *ret_addr)
-{
-	pthread_once(&lib_once, lib_range_init);
-	return (uintptr_t)ret_addr >= lib_lo && (uintptr_t)ret_addr < lib_hi;
-}
-
 /*
  * The application closes `fd`, or puts another file on its number.  The
  * number may be reused at once, by anything, a thread of this library
@@ -934,9 +898,9 @@ SDP_EXPORT int close(int fd)
 	if (sdp_real_init() < 0)
 		return -1;
 	/* The application never opened the library's descriptors: closing
-	 * "everything but mine" in a loop must not take them (fdhigh.h). */
-	if (sdp_fd_is_internal(fd) &&
-	    !from_library(__builtin_return_address(0))) {
+	 * "everything but mine" in a loop must not take them (fdhigh.h).
+	 * The library closes its own with sdp_close(), never through here. */
+	if (sdp_fd_is_internal(fd)) {
 		errno = EBADF;
 		return -1;
 	}

@@ -21,6 +21,7 @@
 
 #include "base/config.h"
 #include "transport/shm/shm.h"
+#include "base/real.h"
 
 #define MULTI_BIND_TRIES 16
 
@@ -141,7 +142,7 @@ static int multi_bind_flags(const struct sockaddr *addr, socklen_t len,
 			break;
 	}
 	if (r < 0) {
-		close(ml->epfd);
+		sdp_close(ml->epfd);
 		free(ml);
 		return r;
 	}
@@ -302,7 +303,7 @@ static void multi_close_listener(struct sdp_listener *l)
 		SHM->close_listener(ml->shm);
 	if (ml->verbs)
 		verbs_ops()->close_listener(ml->verbs);
-	close(ml->epfd);
+	sdp_close(ml->epfd);
 	free(ml);
 }
 

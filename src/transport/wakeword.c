@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/fdhigh.h"
+#include "base/real.h"
 
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010
@@ -61,7 +62,7 @@ static int own_create_locked(void)
 	own_fd = fd;
 	return 0;
 fail:
-	close(fd);
+	sdp_close(fd);
 	return -EINVAL;
 }
 
@@ -228,7 +229,7 @@ static void wakeword_atfork_child(void)
 	if (own_page)
 		munmap((void *)own_page, SDP_WAKEWORD_BYTES);
 	if (own_fd >= 0)
-		close(own_fd);
+		sdp_close(own_fd);
 	own_page = NULL;
 	own_fd = -1;
 	own_failed = false;

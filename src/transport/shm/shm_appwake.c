@@ -40,6 +40,7 @@
 #include "base/fdhigh.h"
 #include "transport/shm/shm.h"
 #include "transport/wakeword.h"
+#include "base/real.h"
 
 #define APPWAKE_TAG 'A'		/* doorbells are one '\0' byte */
 
@@ -245,7 +246,7 @@ void sdp__shm_drop_peer_app_fd(struct sdp_qp *sq)
 	struct shm_qp *qp = SHM_QP(sq);
 
 	if (qp->peer_app_fd >= 0)
-		close(qp->peer_app_fd);
+		sdp_close(qp->peer_app_fd);
 	qp->peer_app_fd = -1;
 	sdp_wakeword_unmap_peer(qp->peer_words);
 	qp->peer_words = NULL;
@@ -261,16 +262,16 @@ static void take_app_fd(struct shm_qp *qp, int fd, int page_fd)
 	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 ||
 	    type != SOCK_STREAM || qp->peer_app_fd >= 0 ||
 	    atomic_load(&qp->err)) {
-		close(fd);	/* not a stream socket, a second one, or late */
+		sdp_close(fd);	/* not a stream socket, a second one, or late */
 		if (page_fd >= 0)
-			close(page_fd);
+			sdp_close(page_fd);
 		return;
 	}
 	qp->peer_app_fd = sdp_fd_high(fd);
 	if (page_fd >= 0) {
 		/* Not a sealed page: the peer's APP_WORD arms wake always. */
 		qp->peer_words = sdp_wakeword_map_peer(page_fd);
-		close(page_fd);
+		sdp_close(page_fd);
 	}
 }
 
@@ -309,7 +310,7 @@ void sdp__shm_read_doorbells(struct shm_qp *qp)
 				for (int i = 0; i < n; i++) {
 					memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int),
 					       sizeof(fd));
-					close(fd);
+					sdp_close(fd);
 				}
 				continue;
 			}
@@ -317,9 +318,9 @@ void sdp__shm_read_doorbells(struct shm_qp *qp)
 			if (data[0] == APPWAKE_TAG) {
 				take_app_fd(qp, fds[0], fds[1]);
 			} else {	/* nothing else carries fds */
-				close(fds[0]);
+				sdp_close(fds[0]);
 				if (fds[1] >= 0)
-					close(fds[1]);
+					sdp_close(fds[1]);
 			}
 		}
 	}

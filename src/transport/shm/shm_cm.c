@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "transport/shm/shm.h"
+#include "base/real.h"
 
 #define SHM_WIRE_MAGIC 0x4d434453u	/* "SDCM" */
 
@@ -129,7 +130,7 @@ static void take_cmsgs(struct msghdr *mh, int *fd, struct ucred *cred)
 				if (*fd < 0)
 					*fd = f;
 				else
-					close(f);
+					sdp_close(f);
 			}
 		}
 	}
@@ -156,7 +157,7 @@ int sdp__shm_recv_msg(int sock, uint16_t *type, void *priv, uint32_t *priv_len,
 	take_cmsgs(&mh, fd, cred);
 	if (n == 0) {
 		if (*fd >= 0)
-			close(*fd);
+			sdp_close(*fd);
 		*fd = -1;
 		return -ECONNRESET;
 	}
@@ -165,7 +166,7 @@ int sdp__shm_recv_msg(int sock, uint16_t *type, void *priv, uint32_t *priv_len,
 	    m.version != SHM_VERSION || m.priv_len > SDP_CM_PRIV_MAX ||
 	    (size_t)n != SHM_WIRE_HDR + m.priv_len || m.dst_v6 > 1) {
 		if (*fd >= 0)
-			close(*fd);
+			sdp_close(*fd);
 		*fd = -1;
 		return -EPROTO;
 	}
@@ -334,7 +335,7 @@ int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
 			return -errno;
 		atomic_store(&qp->sock_in_ep, 1);
 	}
-	close(qp->memfd);	/* sent, or never will be */
+	sdp_close(qp->memfd);	/* sent, or never will be */
 	qp->memfd = -1;
 	if (err) {
 		connect_failed(qp, err);
@@ -364,7 +365,7 @@ static int connect_reply(struct shm_qp *qp, struct sdp_cm_event *ev)
 	if (!err)
 		err = sdp__shm_map_peer(fd, &qp->peer);
 	if (fd >= 0)
-		close(fd);
+		sdp_close(fd);
 	if (err) {
 		if (type == SHM_MSG_REJECT)
 			connect_refused_by_listener(qp);
@@ -425,7 +426,7 @@ int sdp__shm_accept(struct sdp_qp *sq, const void *priv, uint32_t priv_len)
 				priv_len);
 	if (err)
 		return err == -EPIPE ? -ECONNRESET : err;
-	close(qp->memfd);
+	sdp_close(qp->memfd);
 	qp->memfd = -1;
 	sdp__shm_rdma_probe(qp);
 	atomic_store(&qp->state, SHM_ESTABLISHED);

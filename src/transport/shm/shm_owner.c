@@ -44,6 +44,7 @@
 #include "base/atfork.h"
 #include "base/fdhigh.h"
 #include "transport/shm/shm.h"
+#include "base/real.h"
 
 #define DIAG_BUF 16384
 
@@ -96,7 +97,7 @@ static int diag_socket_locked(int like)
 	if (diag_fd >= 0 && diag_pid == me && want && want == diag_netns)
 		return diag_fd;
 	if (diag_fd >= 0)
-		close(diag_fd);		/* the parent's, or another namespace's */
+		sdp_close(diag_fd);		/* the parent's, or another namespace's */
 	diag_fd = sdp_fd_high(socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC,
 				     NETLINK_SOCK_DIAG));
 	diag_pid = me;
@@ -108,7 +109,7 @@ static int diag_socket_locked(int like)
 static void diag_reset_locked(void)
 {
 	if (diag_fd >= 0)
-		close(diag_fd);
+		sdp_close(diag_fd);
 	diag_fd = -1;
 }
 

@@ -56,6 +56,7 @@
 
 #include "base/fdhigh.h"
 #include "transport/shm/shm.h"
+#include "base/real.h"
 
 /*
  * A descriptor kept in reserve, so that a listener out of descriptors can
@@ -86,10 +87,10 @@ static int refuse_for_want_of_fds(int lsock, int err)
 		return 0;
 	pthread_mutex_lock(&spare_lock);
 	if (spare_fd >= 0) {
-		close(spare_fd);
+		sdp_close(spare_fd);
 		s = accept4(lsock, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (s >= 0) {
-			close(s);
+			sdp_close(s);
 			refused = 1;
 		}
 		spare_fd = sdp_fd_high(open("/dev/null",
@@ -305,7 +306,7 @@ static int name_taken(const struct shm_addr *a, enum name_kind kind)
 	if (s < 0)
 		return 0;
 	taken = bind(s, (struct sockaddr *)&sun, len) && errno == EADDRINUSE;
-	close(s);
+	sdp_close(s);
 	return taken;
 }
 
@@ -360,7 +361,7 @@ static int bind_name(const struct shm_addr *a, enum name_kind kind)
 	if (bind(s, (struct sockaddr *)&sun, len)) {
 		int err = errno == EADDRINUSE ? -EADDRINUSE : -errno;
 
-		close(s);
+		sdp_close(s);
 		return err;
 	}
 	return s;
@@ -375,7 +376,7 @@ static int bind_exact(const struct shm_addr *a, bool v6only)
 	if (s < 0)
 		return s;
 	if (conflicts(a, v6only)) {
-		close(s);
+		sdp_close(s);
 		return -EADDRINUSE;
 	}
 	return s;
@@ -476,7 +477,7 @@ static int claim_take(struct shm_addr *a, bool v6only)
 	return s;
 fail:
 	err = -errno;
-	close(s);
+	sdp_close(s);
 	return err;
 }
 
@@ -495,7 +496,7 @@ static int bind_claimed(struct shm_addr *a, bool v6only, int *claim)
 			return *claim;
 		s = bind_exact(a, v6only);
 		if (s < 0) {
-			close(*claim);
+			sdp_close(*claim);
 			*claim = -1;
 		}
 		if (want)
@@ -571,7 +572,7 @@ void sdp__shm_claim_reset_clients(struct shm_listener *l)
 		return;
 	while ((s = accept4(l->claim, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
 		setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-		close(s);
+		sdp_close(s);
 	}
 }
 
@@ -609,7 +610,7 @@ static int renew_socket(int *sock)
 	s = unix_socket();
 	if (s < 0)
 		return s;
-	close(*sock);
+	sdp_close(*sock);
 	*sock = s;
 	/* Lost to someone else meanwhile: no owner was reached. */
 	if (len > offsetof(struct sockaddr_un, sun_path) &&
@@ -697,7 +698,7 @@ int sdp__shm_set_tcp_claim(struct sdp_listener *sl, int fd)
 	struct shm_listener *l = SHM_L(sl);
 
 	if (l->claim >= 0 || l->listening) {
-		close(fd);
+		sdp_close(fd);
 		return -EINVAL;
 	}
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -737,7 +738,7 @@ int sdp__shm_listen(struct sdp_listener *sl, int backlog)
 						      .data.fd = l->claim }))) {
 			int err = -errno;
 
-			close(l->epfd);
+			sdp_close(l->epfd);
 			l->epfd = -1;
 			return err;
 		}
@@ -760,7 +761,7 @@ static void pending_drop(struct shm_listener *l, struct shm_pending **pp)
 
 	if (l->epfd >= 0)	/* none once shared (shm_share.c) */
 		epoll_ctl(l->epfd, EPOLL_CTL_DEL, p->sock, NULL);
-	close(p->sock);
+	sdp_close(p->sock);
 	*pp = p->next;
 	free(p);
 	l->npending--;
@@ -788,7 +789,7 @@ static void accept_pending(struct shm_listener *l)
 				     sizeof(one)) ||
 		    epoll_ctl(l->epfd, EPOLL_CTL_ADD, s, &ev)) {
 			free(p);
-			close(s);
+			sdp_close(s);
 			continue;
 		}
 		p->sock = s;
@@ -882,7 +883,7 @@ int sdp__shm_pending_scan(struct shm_listener *l, struct sdp_conn_req **out,
 			err = sdp__shm_request_build(l, p->sock, fd, &cred, base,
 						     &hdst, &r);
 		if (fd >= 0)
-			close(fd);
+			sdp_close(fd);
 		if (err) {
 			pending_drop(l, pp);
 			continue;
@@ -920,7 +921,7 @@ void sdp__shm_reject(struct sdp_conn_req *sr)
 	sdp__shm_send_msg(r->sock, SHM_MSG_REJECT, NULL, NULL, NULL, 0);
 	sdp__shm_wake_owner_seg(r->peer.ctrl, -1, -1, NULL, 0);
 	sdp__shm_seg_unmap(&r->peer);
-	close(r->sock);
+	sdp_close(r->sock);
 	free(r);
 }
 
@@ -929,11 +930,11 @@ void sdp__shm_listener_free(struct shm_listener *l)
 	while (l->pending)
 		pending_drop(l, &l->pending);
 	if (l->epfd >= 0)
-		close(l->epfd);
+		sdp_close(l->epfd);
 	if (l->sock >= 0)
-		close(l->sock);
+		sdp_close(l->sock);
 	if (l->claim >= 0)
-		close(l->claim);
+		sdp_close(l->claim);
 	free(l);
 }
 

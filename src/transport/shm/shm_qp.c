@@ -37,6 +37,7 @@
 
 #include "base/fdhigh.h"
 #include "transport/shm/shm.h"
+#include "base/real.h"
 
 static uint32_t roundup_pow2(uint32_t v)
 {
@@ -89,7 +90,7 @@ static int seg_create(struct shm_qp *qp)
 
 err_close:
 	err = -errno;
-	close(qp->memfd);
+	sdp_close(qp->memfd);
 	qp->memfd = -1;
 	return err;
 }
@@ -145,15 +146,15 @@ int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_qp **out)
 
 err_fds:
 	if (qp->epfd >= 0)
-		close(qp->epfd);
+		sdp_close(qp->epfd);
 	if (qp->evfd >= 0)
-		close(qp->evfd);
+		sdp_close(qp->evfd);
 err_unmap:
 	free(qp->lcq);
 	free(qp->rwr_free);
 	free(qp->rwr);
 	sdp__shm_seg_unmap(&qp->me);
-	close(qp->memfd);
+	sdp_close(qp->memfd);
 err_free:
 	free(qp);
 	return err;
@@ -268,13 +269,13 @@ static void shm_release_qp(struct shm_qp *qp)
 	sdp__shm_seg_unmap(&qp->peer);
 	sdp__shm_seg_unmap(&qp->me);
 	if (qp->sock >= 0)
-		close(qp->sock);
+		sdp_close(qp->sock);
 	if (qp->memfd >= 0)
-		close(qp->memfd);
+		sdp_close(qp->memfd);
 	sdp__shm_peer_pidfd_put(qp->peer_pidfd);
 	sdp__shm_drop_peer_app_fd((struct sdp_qp *)qp);
-	close(qp->epfd);
-	close(qp->evfd);
+	sdp_close(qp->epfd);
+	sdp_close(qp->evfd);
 	if (qp->local)
 		sdp__shm_listener_free(qp->local);
 	free(qp->lcq);

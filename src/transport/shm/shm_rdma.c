@@ -50,6 +50,7 @@
 #include "base/atfork.h"
 #include "base/fdhigh.h"
 #include "transport/shm/shm.h"
+#include "base/real.h"
 
 /*
  * One pidfd per peer process, not per connection: a server with a thousand
@@ -119,7 +120,7 @@ static int peer_pidfd_get(pid_t pid)
 	if (fd >= 0 && pf_n < pf_cap)
 		pf_tab[pf_n++] = (struct pidfd_ent){ pid, fd, 1 };
 	else if (fd >= 0) {
-		close(fd);	/* no memory for the table: no guard */
+		sdp_close(fd);	/* no memory for the table: no guard */
 		fd = -1;
 	}
 	pthread_mutex_unlock(&pf_lock);
@@ -135,7 +136,7 @@ void sdp__shm_peer_pidfd_put(int fd)
 		if (pf_tab[i].fd != fd)
 			continue;
 		if (--pf_tab[i].refs == 0) {
-			close(fd);
+			sdp_close(fd);
 			pf_tab[i] = pf_tab[--pf_n];
 		}
 		break;

@@ -22,6 +22,7 @@
 
 #include "base/fdhigh.h"
 #include "transport/shm/shm.h"
+#include "base/real.h"
 
 int sdp__shm_share_listener(struct sdp_listener *sl)
 {
@@ -38,7 +39,7 @@ int sdp__shm_share_listener(struct sdp_listener *sl)
 	 * serves them (a child's copies race harmlessly: one Hello, one
 	 * reader). */
 	if (l->epfd >= 0)
-		close(l->epfd);
+		sdp_close(l->epfd);
 	l->epfd = -1;
 	l->shared = true;
 	return l->sock;
@@ -86,7 +87,7 @@ static int take_one(struct shm_listener *l, int s, struct sdp_conn_req **out,
 	if (!err)
 		err = sdp__shm_request_build(l, s, fd, &cred, base, &hdst, &r);
 	if (fd >= 0)
-		close(fd);
+		sdp_close(fd);
 	if (err)
 		return err;
 	*priv_len = len;
@@ -125,7 +126,7 @@ int sdp__shm_take_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 		r = take_one(l, s, out, priv, priv_len);
 		if (r == 0)
 			return 0;
-		close(s);	/* the client sees its connect refused */
+		sdp_close(s);	/* the client sees its connect refused */
 	}
 	return -EAGAIN;
 }

@@ -24,6 +24,7 @@
  * reached through id->context stays valid while its event is handled.
  */
 #include "transport/verbs/verbs.h"
+#include "base/real.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -77,7 +78,7 @@ int sdp__verbs_bind(const struct sockaddr *addr, socklen_t len,
 	return 0;
 err:
 	if (l->evfd >= 0)
-		close(l->evfd);
+		sdp_close(l->evfd);
 	free(l);
 	return r;
 }
@@ -203,7 +204,7 @@ void sdp__verbs_close_listener(struct sdp_listener *tl)
 		next = q->next;
 		sdp__verbs_reject((struct sdp_conn_req *)q);
 	}
-	close(l->evfd);
+	sdp_close(l->evfd);
 	pthread_mutex_destroy(&l->lock);
 	free(l);
 }
@@ -274,7 +275,7 @@ int sdp__verbs_connect(struct sdp_qp *tq, struct sdp_listener *local,
 		/* Take over the bound id (source address and port). */
 		qp->id = l->id;
 		qp->id->context = qp;
-		close(l->evfd);
+		sdp_close(l->evfd);
 		pthread_mutex_destroy(&l->lock);
 		free(l);
 	} else if (rdma_create_id(sdp__vb.cm, &qp->id, qp, RDMA_PS_TCP)) {

@@ -36,6 +36,7 @@
 #include "transport/verbs/verbs.h"
 #include "transport/multi.h"
 #include "base/libthreads.h"
+#include "base/real.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -483,17 +484,17 @@ static void vb_atfork_child(void)
 		return;		/* never used: nothing inherited */
 	__atomic_fetch_add(&sdp__vb.epoch, 1, __ATOMIC_RELAXED);
 	if (sdp__vb.epfd >= 0)
-		close(sdp__vb.epfd);
+		sdp_close(sdp__vb.epfd);
 	if (sdp__vb.cm)
-		close(sdp__vb.cm->fd);	/* struct leaked: ids still name it */
+		sdp_close(sdp__vb.cm->fd);	/* struct leaked: ids still name it */
 	for (d = sdp__vb.devs; d; d = d->next) {
 		/* No ibv_destroy_* / ibv_close_device: they would reach the
 		 * parent's objects.  Closing our copies of the descriptors
 		 * drops only this process's file references. */
 		if (d->ch)
-			close(d->ch->fd);
-		close(d->ctx->async_fd);
-		close(d->ctx->cmd_fd);
+			sdp_close(d->ch->fd);
+		sdp_close(d->ctx->async_fd);
+		sdp_close(d->ctx->cmd_fd);
 	}
 	sdp__vb.devs = NULL;
 	sdp__vb.unarmed = 0;

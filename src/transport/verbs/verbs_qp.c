@@ -11,6 +11,7 @@
  */
 #include "transport/verbs/verbs.h"
 #include "transport/multi.h"
+#include "base/real.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -289,7 +290,7 @@ free_mem:
 	free(qp->rlen);
 	free(qp->roff);
 	if (qp->evfd >= 0)
-		close(qp->evfd);
+		sdp_close(qp->evfd);
 	pthread_mutex_destroy(&qp->lock);
 	free(qp);
 }
