@@ -14,14 +14,10 @@
 #include "transport/transport.h"
 #include "transport/wakeword.h"
 
-static const struct sdp_transport_ops *appwake_ops(const struct sdp_conn *c)
+/* The connection's transport's application wake-up, or NULL. */
+static const struct sdp_app_wake_ops *appwake_ops(const struct sdp_conn *c)
 {
-	const struct sdp_transport_ops *tp;
-
-	if (!c->qp)
-		return NULL;
-	tp = SDP_TP(c->qp);
-	return tp->app_arm && tp->share_app_fd ? tp : NULL;
+	return c->qp ? SDP_TP(c->qp)->app_wake : NULL;
 }
 
 __thread uint64_t sdp_appwake_sleep_id;
@@ -49,21 +45,21 @@ static void armed_word(struct sdp_conn *c, int quiet)
 
 int sdp_appwake_word_locked(struct sdp_conn *c, int handle)
 {
-	const struct sdp_transport_ops *tp = appwake_ops(c);
+	const struct sdp_app_wake_ops *tp = appwake_ops(c);
 
 	/* The peer gets our wake page with our readiness descriptor: not
 	 * shared yet, ask again at the next look. */
 	if (c->ep_word_of == handle || !c->app_fd_shared)
 		return 0;
 	c->ep_word_of = handle;
-	c->ep_word = tp && tp->app_word && tp->app_word(c->qp, handle) ?
+	c->ep_word = tp && tp->app_word(c->qp, handle) ?
 		     handle : -1;
 	return 1;
 }
 
 int sdp_appwake_disarm_locked(struct sdp_conn *c)
 {
-	const struct sdp_transport_ops *tp = appwake_ops(c);
+	const struct sdp_app_wake_ops *tp = appwake_ops(c);
 
 	if (!c->app_armed || !tp)
 		return 0;
@@ -79,7 +75,7 @@ int sdp_appwake_disarm_locked(struct sdp_conn *c)
 
 int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask)
 {
-	const struct sdp_transport_ops *tp = appwake_ops(c);
+	const struct sdp_app_wake_ops *tp = appwake_ops(c);
 	int quiet = sdp_appwake_user_locked(c);
 
 	if (!tp || !sdp_cfg.appwake || !c->ready || c->ready->lib_fd < 0 ||
@@ -114,22 +110,22 @@ int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask)
 	c->app_armed = 1;
 	c->app_quiet = quiet;
 	armed_word(c, quiet);
-	if (!quiet && tp->app_sleep_id)
+	if (!quiet)
 		tp->app_sleep_id(c->qp, sdp_appwake_sleep_id);
 	return tp->app_arm(c->qp, quiet ? SDP_APP_ARM_QUIET : 1) == 1;
 }
 
 void sdp_appwake_stop_locked(struct sdp_conn *c)
 {
-	const struct sdp_transport_ops *tp = appwake_ops(c);
+	const struct sdp_app_wake_ops *tp = appwake_ops(c);
 
-	if (tp && tp->drop_peer_app_fd)
+	if (tp)
 		tp->drop_peer_app_fd(c->qp);
 }
 
 void sdp_appwake_spin_locked(struct sdp_conn *c)
 {
-	const struct sdp_transport_ops *tp = appwake_ops(c);
+	const struct sdp_app_wake_ops *tp = appwake_ops(c);
 
 	if (!tp || !c->app_armed || c->app_quiet)
 		return;
@@ -143,21 +139,19 @@ void sdp_appwake_spin_locked(struct sdp_conn *c)
 
 int sdp_appwake_capable_locked(const struct sdp_conn *c)
 {
-	const struct sdp_transport_ops *tp = SDP_TP(c->qp);
-
-	return tp->app_arm && tp->share_app_fd;
+	return appwake_ops(c) != NULL;
 }
 
 const _Atomic uint32_t *sdp_appwake_arrivals_locked(struct sdp_conn *c)
 {
-	const struct sdp_transport_ops *tp = SDP_TP(c->qp);
+	const struct sdp_app_wake_ops *tp = appwake_ops(c);
 
-	return tp->app_arrivals ? tp->app_arrivals(c->qp) : NULL;
+	return tp ? tp->app_arrivals(c->qp) : NULL;
 }
 
 int sdp_appwake_quiet_locked(struct sdp_conn *c)
 {
-	return SDP_TP(c->qp)->app_arm(c->qp, SDP_APP_ARM_QUIET);
+	return appwake_ops(c)->app_arm(c->qp, SDP_APP_ARM_QUIET);
 }
 
 int sdp_appwake_sleep_begin(void)

@@ -414,7 +414,7 @@ ssize_t sdp_conn_send_fill(struct sdp_conn *c, size_t len,
 	tp = c->qp ? SDP_TP(c->qp) : NULL;
 	/* Anything but plain streaming (urgent data, ZCopy under way, a
 	 * shutdown or error to report) takes the ordinary path. */
-	if (!tp || !tp->send_slot || c->state != SDP_ST_ESTABLISHED ||
+	if (!tp || c->state != SDP_ST_ESTABLISHED ||
 	    c->err || c->wr_shut || c->tx_urg || c->zc_snk_peer.active ||
 	    sdp_zcopy_ctl_pending(c) || !tx_can_send_data(c))
 		goto out;

@@ -1,11 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * dummy.c — "not supported" defaults for every transport op.
- *
- * A provider fills only what it implements and calls
- * sdp_transport_fill_defaults() on its ops table once (libibverbs'
- * dummy_ops.c model), so the engine never tests a function pointer for
- * NULL.  Defaults return -EOPNOTSUPP; void ops do nothing; wait_seq returns a
+ * dummy.c — "not supported" defaults for the core operations a table
+ * leaves out (the multiplexer's, which serves only the port space: multi.c),
+ * after libibverbs' dummy_ops.c, and two helpers providers take as theirs.
+ * Defaults return -EOPNOTSUPP; void ops do nothing; wait_seq returns a
  * constant 0 so that a wait() on such a QP reports -EOPNOTSUPP instead of
  * sleeping forever.
  *
@@ -175,6 +173,20 @@ static int dummy_req_notify(struct sdp_qp *qp)
 
 static void dummy_ack_events(struct sdp_qp *qp)
 {
+}
+
+int sdp_tp_wait_rdma_plain(struct sdp_qp *qp, uint32_t seq, int timeout_ms,
+			   uint64_t since_ns, uint64_t due_ns)
+{
+	int r = SDP_TP(qp)->wait(qp, seq, timeout_ms);
+
+	return r == 0 ? 1 : r;	/* woken, not found polling */
+}
+
+uint8_t *sdp_tp_no_send_slot(struct sdp_qp *qp, uint32_t *cap)
+{
+	*cap = 0;
+	return NULL;
 }
 
 #define FILL(op) do { if (!ops->op) ops->op = dummy_##op; } while (0)

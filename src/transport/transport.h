@@ -1,12 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * transport.h — the verbs-shaped interface between the SDP engine and its
- * transports (shm, loop, later verbs).
+ * providers (transport/shm/, transport/verbs/; the unit tests' loop).
  *
- * The engine includes only this header; it never sees a provider's internals.
- * Every provider fills a `struct sdp_transport_ops`; entries a provider cannot
- * support are filled from dummy.c ("-EOPNOTSUPP"), so the engine never checks
- * a function pointer for NULL.
+ * The engine sees no provider's internals: it calls providers through
+ * this table, and picks one per connection through multi.h.  Every
+ * provider implements the core operations.  What only some can do is
+ * optional and NULL elsewhere, and the engine asks before it uses it: the
+ * application wake-up (one table, app_wake), sharing a QP or a listener
+ * with other processes (detach_qp, export_qp/import_qp/summon,
+ * share_listener/take_request), and the flags and claim of a bind
+ * (bind_flags, set_tcp_claim).  The multiplexer (multi.c), which serves
+ * only the port space, takes "not supported" defaults for the rest from
+ * dummy.c.
  *
  * Semantics follow an InfiniBand RC queue pair strictly:
  *  - A SEND consumes exactly one posted receive of the peer: which one is the
@@ -217,6 +223,52 @@ struct sdp_cm_event {
 #define SDP_BIND_TCP_HELD	0x1u
 #define SDP_BIND_V6ONLY		0x2u
 
+/*
+ * The application wake-up, an optional capability of a provider (shm):
+ * every member is implemented where the table is given.
+ */
+struct sdp_app_wake_ops {
+	/* Direct application wake-up.
+	 * The engine hands over `fd`, a descriptor whose readability is what
+	 * the application sleeps on (the library end of its readiness
+	 * socketpair); the provider lets the peer write one byte into it.
+	 * While app_arm(qp, 1) is in force, the peer's next SOLICITED send
+	 * writes that byte INSTEAD of ringing event_fd() — one wake-up per
+	 * message, straight into the application's poll/epoll, as with TCP.
+	 * app_arm(qp, 1) returns 1 if a completion is already waiting (it
+	 * may have been published before the arm was seen: poll, disarm and
+	 * try again), else 0.  app_arm(qp, 0) disarms and returns 1 if the
+	 * peer consumed the arm (a byte was or is being written, and the
+	 * message it announces is in the CQ), else 0.  drop_peer_app_fd()
+	 * forgets the peer's descriptor (before DisConn/AbortConn, so that the
+	 * peer's last reference to its socketpair is its own). */
+	int (*share_app_fd)(struct sdp_qp *qp, int fd);
+	/* on == SDP_APP_ARM_QUIET: the application looks at this QP by
+	 * itself before it sleeps (socket/epfast.c), so the peer neither
+	 * writes the byte nor rings event_fd() for a solicited send; returns
+	 * as for on == 1.  Disarming it returns 0. */
+	int (*app_arm)(struct sdp_qp *qp, int on);
+	/* Before app_arm(qp, 1), name the sleeping wait the arm
+	 * is for (unique per process and wait; 0: unknown).  A peer thread
+	 * that has already written a byte for that wait, for another QP in
+	 * the same epoll set, skips the byte: the woken wait looks at every
+	 * connection of its set before it sleeps again. */
+	void (*app_sleep_id)(struct sdp_qp *qp, uint64_t id);
+	/* From now on this QP's quiet arms defer to wake word
+	 * `handle` (transport/wakeword.h; -1: to none): the peer writes the
+	 * byte for a solicited send when that word says a thread sleeps on
+	 * the set, and stays quiet otherwise.  Returns 1 if the peer can
+	 * read that word, else 0 (quiet arms stay plain quiet).  Takes effect
+	 * at the next app_arm(qp, SDP_APP_ARM_QUIET). */
+	int (*app_word)(struct sdp_qp *qp, int handle);
+	void (*drop_peer_app_fd)(struct sdp_qp *qp);
+	/* A counter the peer moves with every message it sends,
+	 * readable without the connection's lock for as long as the QP
+	 * exists.  An event loop skips a connection whose counter has not
+	 * moved since it found nothing there (socket/epfast.c). */
+	const _Atomic uint32_t *(*app_arrivals)(struct sdp_qp *qp);
+};
+
 struct sdp_transport_ops {
 	/* Port space (SDP's own, per network namespace). */
 	int (*bind)(const struct sockaddr *addr, socklen_t len,
@@ -301,7 +353,7 @@ struct sdp_transport_ops {
 	/* Waiting and notification. */
 	uint32_t (*wait_seq)(struct sdp_qp *qp);
 	int (*wait)(struct sdp_qp *qp, uint32_t seq, int timeout_ms);
-	/* Optional (NULL: wait()).  wait(), for news that an RDMA in flight
+	/* wait(), for news that an RDMA in flight
 	 * brings within its transfer time: the completion of our RDMA READ
 	 * or WRITE, or the peer's RdmaRdCompl for a buffer of ours that it
 	 * is reading.  `since_ns` (CLOCK_MONOTONIC) is when that transfer
@@ -322,49 +374,13 @@ struct sdp_transport_ops {
 	int (*req_notify)(struct sdp_qp *qp);
 	void (*ack_events)(struct sdp_qp *qp);
 
-	/* Direct application wake-up (optional; NULL where unsupported).
-	 * The engine hands over `fd`, a descriptor whose readability is what
-	 * the application sleeps on (the library end of its readiness
-	 * socketpair); the provider lets the peer write one byte into it.
-	 * While app_arm(qp, 1) is in force, the peer's next SOLICITED send
-	 * writes that byte INSTEAD of ringing event_fd() — one wake-up per
-	 * message, straight into the application's poll/epoll, as with TCP.
-	 * app_arm(qp, 1) returns 1 if a completion is already waiting (it
-	 * may have been published before the arm was seen: poll, disarm and
-	 * try again), else 0.  app_arm(qp, 0) disarms and returns 1 if the
-	 * peer consumed the arm (a byte was or is being written, and the
-	 * message it announces is in the CQ), else 0.  drop_peer_app_fd()
-	 * forgets the peer's descriptor (before DisConn/AbortConn, so that the
-	 * peer's last reference to its socketpair is its own). */
-	int (*share_app_fd)(struct sdp_qp *qp, int fd);
-	/* on == SDP_APP_ARM_QUIET: the application looks at this QP by
-	 * itself before it sleeps (socket/epfast.c), so the peer neither
-	 * writes the byte nor rings event_fd() for a solicited send; returns
-	 * as for on == 1.  Disarming it returns 0. */
-	int (*app_arm)(struct sdp_qp *qp, int on);
-	/* Optional: before app_arm(qp, 1), name the sleeping wait the arm
-	 * is for (unique per process and wait; 0: unknown).  A peer thread
-	 * that has already written a byte for that wait, for another QP in
-	 * the same epoll set, skips the byte: the woken wait looks at every
-	 * connection of its set before it sleeps again. */
-	void (*app_sleep_id)(struct sdp_qp *qp, uint64_t id);
-	/* Optional: from now on this QP's quiet arms defer to wake word
-	 * `handle` (transport/wakeword.h; -1: to none): the peer writes the
-	 * byte for a solicited send when that word says a thread sleeps on
-	 * the set, and stays quiet otherwise.  Returns 1 if the peer can
-	 * read that word, else 0 (quiet arms stay plain quiet).  Takes effect
-	 * at the next app_arm(qp, SDP_APP_ARM_QUIET). */
-	int (*app_word)(struct sdp_qp *qp, int handle);
-	void (*drop_peer_app_fd)(struct sdp_qp *qp);
-	/* Optional: a counter the peer moves with every message it sends,
-	 * readable without the connection's lock for as long as the QP
-	 * exists.  An event loop skips a connection whose counter has not
-	 * moved since it found nothing there (socket/epfast.c). */
-	const _Atomic uint32_t *(*app_arrivals)(struct sdp_qp *qp);
+	/* Optional capability: the peer wakes the application directly
+	 * (struct sdp_app_wake_ops below); NULL where the provider cannot. */
+	const struct sdp_app_wake_ops *app_wake;
 
-	/* Optional: where the next SEND's bytes will land, when that is
-	 * memory this process can write (shm: the newest of the peer's
-	 * posted receive buffers); NULL when there is none or no such memory.
+	/* Where the next SEND's bytes will land, when that is memory this
+	 * process can write (shm: the newest of the peer's posted receive
+	 * buffers); NULL when there is none or no such memory (verbs).
 	 * *cap is its size.  The caller may put a message's payload there
 	 * before it posts the SEND: an SGE whose address is where its bytes
 	 * are to land is not copied.  Valid until the next post on the QP,
@@ -394,6 +410,12 @@ extern const struct sdp_transport sdp_shm_transport;
 
 /* Fill every NULL entry of `ops` with the "not supported" default. */
 void sdp_transport_fill_defaults(struct sdp_transport_ops *ops);
+/* For providers: wait_rdma() as a plain wait(), for one with nothing to
+ * poll for; send_slot() for one whose SENDs land in memory this process
+ * cannot write. */
+int sdp_tp_wait_rdma_plain(struct sdp_qp *qp, uint32_t seq, int timeout_ms,
+			   uint64_t since_ns, uint64_t due_ns);
+uint8_t *sdp_tp_no_send_slot(struct sdp_qp *qp, uint32_t *cap);
 
 /* Thin dispatch helpers: call sites read naturally, indirection lives here. */
 #define SDP_TP(obj) (((const struct sdp_tp_object *)(obj))->ops)
@@ -412,13 +434,7 @@ static inline int sdp_tp_wait_rdma(struct sdp_qp *qp, uint32_t seq,
 				   int timeout_ms, uint64_t since_ns,
 				   uint64_t due_ns)
 {
-	const struct sdp_transport_ops *o = SDP_TP(qp);
-	int r;
-
-	if (o->wait_rdma)
-		return o->wait_rdma(qp, seq, timeout_ms, since_ns, due_ns);
-	r = o->wait(qp, seq, timeout_ms);
-	return r == 0 ? 1 : r;
+	return SDP_TP(qp)->wait_rdma(qp, seq, timeout_ms, since_ns, due_ns);
 }
 
 static inline int sdp_poll_cq(struct sdp_qp *qp, struct sdp_wc *wc, int max)

@@ -678,6 +678,15 @@ static int shm_poll_cq(struct sdp_qp *sq, struct sdp_wc *wc, int max)
 	return n;
 }
 
+static const struct sdp_app_wake_ops shm_app_wake = {
+	.share_app_fd = sdp__shm_share_app_fd,
+	.app_arm = sdp__shm_app_arm,
+	.app_sleep_id = sdp__shm_app_sleep_id,
+	.app_word = sdp__shm_app_word,
+	.drop_peer_app_fd = sdp__shm_drop_peer_app_fd,
+	.app_arrivals = sdp__shm_app_arrivals,
+};
+
 const struct sdp_transport_ops sdp__shm_ops = {
 	.bind = sdp__shm_bind,
 	.bind_flags = sdp__shm_bind_flags,
@@ -715,13 +724,11 @@ const struct sdp_transport_ops sdp__shm_ops = {
 	.event_fd = sdp__shm_event_fd,
 	.req_notify = sdp__shm_req_notify,
 	.ack_events = sdp__shm_ack_events,
-	.share_app_fd = sdp__shm_share_app_fd,
-	.app_arm = sdp__shm_app_arm,
-	.app_arrivals = sdp__shm_app_arrivals,
+	/* An RDMA in flight is a copy the peer makes in the kernel: no
+	 * completion to poll for. */
+	.wait_rdma = sdp_tp_wait_rdma_plain,
 	.send_slot = shm_send_slot,
-	.app_sleep_id = sdp__shm_app_sleep_id,
-	.drop_peer_app_fd = sdp__shm_drop_peer_app_fd,
-	.app_word = sdp__shm_app_word,
+	.app_wake = &shm_app_wake,
 };
 
 const struct sdp_transport sdp_shm_transport = {

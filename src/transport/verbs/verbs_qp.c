@@ -675,6 +675,7 @@ const struct sdp_transport_ops sdp__verbs_ops = {
 	.wait_seq = sdp__verbs_wait_seq,
 	.wait = sdp__verbs_wait,
 	.wait_rdma = sdp__verbs_wait_rdma,
+	.send_slot = sdp_tp_no_send_slot,
 	.kick = sdp__verbs_kick,
 	.event_fd = sdp__verbs_event_fd,
 	.req_notify = sdp__verbs_req_notify,
