@@ -218,6 +218,7 @@ struct shm_qp {
 	uint64_t peer_base;
 	pid_t peer_pid;
 	int peer_pidfd;			/* liveness of peer_pid, or -1 */
+	bool rdma_probed;		/* caps.rdma is known (query_caps) */
 	/* The peer gave its readiness fd to the process this QP moved from
 	 * (shm_handover.c): it may wait for a byte we cannot write. */
 	bool peer_app_fd_lost;

@@ -377,7 +377,6 @@ static int connect_reply(struct shm_qp *qp, struct sdp_cm_event *ev)
 	}
 	qp->peer_pid = cred.pid;
 	qp->peer_base = base;
-	sdp__shm_rdma_probe(qp);
 	atomic_store(&qp->state, SHM_ESTABLISHED);
 	memset(ev, 0, sizeof(*ev));
 	ev->type = SDP_CM_ESTABLISHED;
@@ -428,7 +427,6 @@ int sdp__shm_accept(struct sdp_qp *sq, const void *priv, uint32_t priv_len)
 		return err == -EPIPE ? -ECONNRESET : err;
 	sdp_close(qp->memfd);
 	qp->memfd = -1;
-	sdp__shm_rdma_probe(qp);
 	atomic_store(&qp->state, SHM_ESTABLISHED);
 	/* The client may be asleep in wait() for the connect to finish. */
 	sdp__shm_wake_owner_seg(qp->peer.ctrl, -1, -1, NULL, 0);

@@ -124,8 +124,10 @@ int sdp__shm_import_qp(struct sdp_qp *sq, const void *buf, size_t len)
 	/* Our wake page is not the one the peer was given, if any. */
 	qp->app_word = -1;
 	qp->ww_gen = -1;
-	if (e->pid != (uint32_t)getpid() || !qp->caps.rdma) {
+	if (e->pid != (uint32_t)getpid() ||
+	    (qp->rdma_probed && !qp->caps.rdma)) {
 		qp->caps.rdma = 0;
+		qp->rdma_probed = true;
 		strcpy(qp->caps.rdma_reason,
 		       "connection moved to another process");
 	}

@@ -234,9 +234,25 @@ static int shm_addresses(struct sdp_qp *sq, struct sdp_tp_addr *addr)
 	return 0;
 }
 
+/* Whether RDMA works is probed when it is first asked after the
+ * handshake (the engine asks before its first ZCopy): a short connection
+ * never pays the probe, its cross-memory attach and the peer's pidfd. */
+static bool shm_rdma_ok(struct shm_qp *qp)
+{
+	if (!qp->rdma_probed &&
+	    atomic_load(&qp->state) == SHM_ESTABLISHED) {
+		qp->rdma_probed = true;
+		sdp__shm_rdma_probe(qp);
+	}
+	return qp->caps.rdma;
+}
+
 static void shm_query_caps(struct sdp_qp *sq, struct sdp_tp_caps *caps)
 {
-	*caps = SHM_QP(sq)->caps;
+	struct shm_qp *qp = SHM_QP(sq);
+
+	shm_rdma_ok(qp);
+	*caps = qp->caps;
 }
 
 static int shm_disconnect(struct sdp_qp *sq)
@@ -484,7 +500,7 @@ static int shm_post_send(struct sdp_qp *sq, const struct sdp_send_wr *wr)
 	    atomic_load_explicit(&qp->state, memory_order_relaxed) !=
 	    SHM_ESTABLISHED)
 		return -ENOTCONN;
-	if (wr->opcode != SDP_WR_SEND && !qp->caps.rdma)
+	if (wr->opcode != SDP_WR_SEND && !shm_rdma_ok(qp))
 		return -EOPNOTSUPP;
 	if (qp->lcq_count >= qp->attr.max_send_wr)
 		return -ENOMEM;

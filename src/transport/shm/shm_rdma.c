@@ -20,9 +20,11 @@
  * denies access, caps.rdma is 0 and the engine stays with buffer copies.
  *
  * The peer's pid comes from SCM_CREDENTIALS on its CM message (verified by
- * the kernel).  At connection time we read a random nonce from the peer's
- * segment through process_vm_readv at the address the peer reported and
- * compare it with the nonce we see in our mapping: that proves both that
+ * the kernel).  When the engine first asks whether RDMA works (query_caps,
+ * before its first ZCopy; a short connection never does) we read a random
+ * nonce from the peer's segment through process_vm_readv at the address
+ * the peer reported and compare it with the nonce we see in our mapping:
+ * that proves both that
  * cross-memory attach works and that the pid is the process holding the
  * segment (not, e.g., a parent that forked before accepting).
  *
