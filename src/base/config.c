@@ -139,9 +139,14 @@ static void config_load(void)
 	sdp_cfg.log_level = (int)lvl;
 	t = getenv("SDP_TRANSPORT");
 	if (t && *t) {
-		if (!strcmp(t, "shm") || !strcmp(t, "verbs") ||
-		    !strcmp(t, "auto"))
-			sdp_cfg.transport = t;
+		/* One of ours, not the environment's string: a later
+		 * setenv() may free that. */
+		if (!strcmp(t, "shm"))
+			sdp_cfg.transport = "shm";
+		else if (!strcmp(t, "verbs"))
+			sdp_cfg.transport = "verbs";
+		else if (!strcmp(t, "auto"))
+			sdp_cfg.transport = "auto";
 		else
 			fprintf(stderr, "libsdp: ignoring SDP_TRANSPORT=\"%s\": "
 				"expected auto, shm or verbs\n", t);

@@ -3,8 +3,8 @@
  * appwake.h — let the peer wake our application directly (one wake-up per
  * message for programs that sleep in epoll/poll/select on SDP sockets).
  *
- * The transport mechanism is in transport.h (share_app_fd, app_arm,
- * drop_peer_app_fd); here is the engine's policy: when to hand over our
+ * The transport mechanism is in transport.h (struct sdp_app_wake_ops, a
+ * provider's optional app_wake table); here is the engine's policy: when to hand over our
  * readiness descriptor, when to arm, and when to stop.  The arm is only set
  * when the application has nothing to read and nothing else needs the
  * progress thread on the next message (no queued send waiting for credits,

@@ -221,6 +221,10 @@ void sdp_transport_fill_defaults(struct sdp_transport_ops *ops)
 	FILL(poll_cq);
 	FILL(wait_seq);
 	FILL(wait);
+	if (!ops->wait_rdma)
+		ops->wait_rdma = sdp_tp_wait_rdma_plain;
+	if (!ops->send_slot)
+		ops->send_slot = sdp_tp_no_send_slot;
 	FILL(kick);
 	FILL(event_fd);
 	FILL(req_notify);

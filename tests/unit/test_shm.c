@@ -1006,6 +1006,42 @@ static void test_rdma_access_inproc(void)
 	}
 }
 
+/* RDMA only with a peer that runs with our real ids: the probe comes
+ * after the handshake, when the peer's pid may name another process of
+ * our user (the peer exited, the number was reused); a peer of other ids
+ * would then point our copies at that process.  Its ids are the ones the
+ * kernel stamped on its CM message. */
+static void test_rdma_other_user(void)
+{
+	static uint8_t mem[4096], dst[4096];
+	struct sdp_sge sge;
+	struct sdp_send_wr wr = { .num_sge = 1, .sg_list = &sge,
+				  .flags = SDP_SEND_SIGNALED,
+				  .opcode = SDP_WR_RDMA_READ };
+	struct sdp_mr *mr, *lmr;
+	struct sdp_tp_caps caps;
+	struct pair p;
+
+	pair_up(&p, 0, 0);
+	CHECK_EQ((int)SHM_QP(p.c)->peer_uid, (int)getuid());
+	SHM_QP(p.c)->peer_uid = getuid() + 1;
+	CHECK_EQ(T->reg_mr(p.s, mem, sizeof(mem), SDP_ACCESS_REMOTE_READ, &mr),
+		 0);
+	CHECK_EQ(T->reg_mr(p.c, dst, sizeof(dst), SDP_ACCESS_LOCAL_WRITE,
+			   &lmr), 0);
+	sge = (struct sdp_sge){ (uintptr_t)dst, 16, lmr->lkey };
+	wr.remote_addr = mr->remote_addr;
+	wr.rkey = mr->rkey;
+	CHECK_EQ(T->post_send(p.c, &wr), -EOPNOTSUPP);
+	T->query_caps(p.c, &caps);
+	CHECK_EQ(caps.rdma, 0);
+	CHECK(strstr(caps.rdma_reason, "another user") != NULL);
+	/* The other side, whose peer has our ids, may. */
+	T->query_caps(p.s, &caps);
+	CHECK_EQ(caps.rdma, 1);
+	pair_down(&p);
+}
+
 static void test_rnr_and_oversize(void)
 {
 	struct sdp_cm_event ev;
@@ -1223,6 +1259,7 @@ int main(void)
 		{ test_wait_and_notify, "fork: wait/kick, req_notify doorbell" },
 		{ test_rdma, "fork: RDMA READ/WRITE by cross-memory attach" },
 		{ test_rdma_access_inproc, "RDMA REM_ACCESS_ERR cases" },
+		{ test_rdma_other_user, "no RDMA with a peer of other ids" },
 		{ test_rnr_and_oversize, "RNR and oversize SEND are fatal" },
 		{ test_corrupt_rings, "hostile peer corrupts shared memory" },
 		{ test_local_completion_notify, "local completions ring event_fd" },

@@ -171,6 +171,8 @@ struct shm_conn_req {
 	struct shm_seg peer;
 	uint64_t peer_base;		/* peer's VA of its segment (probe) */
 	pid_t peer_pid;			/* from SCM_CREDENTIALS, 0 unknown */
+	uid_t peer_uid;			/* the same message's real ids */
+	gid_t peer_gid;
 	struct shm_addr src, dst;
 	int is_v6_socket;
 };
@@ -217,6 +219,11 @@ struct shm_qp {
 	struct shm_seg peer;		/* the peer's segment, once known */
 	uint64_t peer_base;
 	pid_t peer_pid;
+	/* The real ids of the process that sent the peer's CM message, as
+	 * the kernel stamped them (SCM_CREDENTIALS): RDMA only with a peer
+	 * of our own ids (shm_rdma.c). */
+	uid_t peer_uid;
+	gid_t peer_gid;
 	int peer_pidfd;			/* liveness of peer_pid, or -1 */
 	bool rdma_probed;		/* caps.rdma is known (query_caps) */
 	/* The peer gave its readiness fd to the process this QP moved from

@@ -376,6 +376,8 @@ static int connect_reply(struct shm_qp *qp, struct sdp_cm_event *ev)
 		return 0;
 	}
 	qp->peer_pid = cred.pid;
+	qp->peer_uid = cred.uid;
+	qp->peer_gid = cred.gid;
 	qp->peer_base = base;
 	atomic_store(&qp->state, SHM_ESTABLISHED);
 	memset(ev, 0, sizeof(*ev));

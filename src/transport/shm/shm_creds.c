@@ -16,7 +16,8 @@
  * then decides, atomically with respect to an exec of the peer: only a
  * peer running as our own user, still dumpable (not setuid, ids unchanged),
  * is reached.  A root process and a peer of another user thus exchange
- * data by copies, never by RDMA (the connection-time probe fails).
+ * data by copies, never by RDMA (the probe refuses a peer of other ids,
+ * shm_rdma.c).
  *
  * A root peer too: it may have changed its ids since its Hello (a daemon
  * that drops privileges), and the kernel then compares them, as it should;

@@ -839,6 +839,8 @@ int sdp__shm_request_build(struct shm_listener *l, int sock, int memfd,
 		goto err_free;
 	r->sock = sock;
 	r->peer_pid = cred->pid;
+	r->peer_uid = cred->uid;
+	r->peer_gid = cred->gid;
 	r->peer_base = base;
 	r->is_v6_socket = l->is_v6_socket;
 	*out = r;

@@ -192,6 +192,8 @@ static int shm_create_qp_from_req(struct sdp_conn_req *sr,
 	qp->peer = r->peer;
 	qp->peer_base = r->peer_base;
 	qp->peer_pid = r->peer_pid;
+	qp->peer_uid = r->peer_uid;
+	qp->peer_gid = r->peer_gid;
 	qp->is_v6_socket = r->is_v6_socket;
 	qp->cm_flags = (uint8_t)attr->cm_flags;
 	sdp__shm_addr_to_sockaddr(&r->dst, r->is_v6_socket, &qp->addr.local,

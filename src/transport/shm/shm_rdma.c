@@ -162,6 +162,16 @@ void sdp__shm_rdma_probe(struct shm_qp *qp)
 		strcpy(qp->caps.rdma_reason, "peer credentials unavailable");
 		return;
 	}
+	/* The kernel lets only a caller with our real ids into a process
+	 * (shm_creds.c), so a peer of other ids never had RDMA to lose.  And
+	 * its pid, probed after the handshake, may name another process by
+	 * now (it exited, the number was reused): one of our user's, whose
+	 * memory the nonce check would then let a peer of another user point
+	 * our copies at. */
+	if (qp->peer_uid != getuid() || qp->peer_gid != getgid()) {
+		strcpy(qp->caps.rdma_reason, "peer runs as another user");
+		return;
+	}
 	n = sdp__shm_vm_rw(qp, false, &local, 1, &remote, 1);
 	if (n != (ssize_t)sizeof(seen)) {
 		snprintf(qp->caps.rdma_reason, sizeof(qp->caps.rdma_reason),

@@ -12,7 +12,7 @@ static int fast_on(void)
 {
 	const char *e = getenv("SDP_EPOLL_FAST");
 
-	return is_sdp() && !(e && e[0] == '0');
+	return is_sdp() && !(e && !strcmp(e, "0"));
 }
 
 /* Data reported from user space, level-triggered, never stale. */
