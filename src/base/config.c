@@ -7,6 +7,7 @@
 #include "base/config.h"
 #include "policy/text.h"
 #include "policy/destmemo.h"	/* defaults */
+#include "base/real.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -174,7 +175,7 @@ void sdp_log(int level, const char *fmt, ...)
 		n = (int)sizeof(buf) - 2;
 	buf[n++] = '\n';
 	/* write(2) directly: never recurse into interposed stdio paths. */
-	if (write(2, buf, (size_t)n) < 0) {
+	if (sdp_real.write(2, buf, (size_t)n) < 0) {
 		/* nothing sensible to do */
 	}
 out:

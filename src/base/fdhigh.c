@@ -99,7 +99,7 @@ int sdp_fd_high(int fd)
 		mark(fd, 1);
 		return fd;
 	}
-	nfd = fcntl(fd, F_DUPFD_CLOEXEC, high_base);
+	nfd = sdp_real.fcntl(fd, F_DUPFD_CLOEXEC, high_base);
 	if (nfd < 0) {
 		errno = saved;
 		mark(fd, 1);

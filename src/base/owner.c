@@ -266,7 +266,7 @@ int sdp_owner_alive(uint32_t pid)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 1;	/* cannot tell: alive */
-	n = read(fd, buf, sizeof(buf) - 1);
+	n = sdp_real.read(fd, buf, sizeof(buf) - 1);
 	sdp_close(fd);
 	if (n <= 0)
 		return 1;

@@ -66,6 +66,9 @@ static void real_resolve(void)
 	RESOLVE(dup2);
 	RESOLVE(dup3);
 	RESOLVE(epoll_ctl);
+	RESOLVE(epoll_wait);
+	RESOLVE(epoll_create1);
+	RESOLVE(poll);
 	/* The library's close of its own descriptors drops their mark. */
 	glibc_close = sdp_real.close;
 	sdp_real.close = close_own;
@@ -76,6 +79,15 @@ static void real_resolve(void)
 			/* nothing else to do */
 		}
 	}
+}
+
+/* Resolved while the library loads, before anything can call through
+ * sdp_real: every layer below the socket switch makes its system calls
+ * there, never through the interposed names (which would look each
+ * descriptor up in the switch's table first). */
+__attribute__((constructor(101))) static void real_ctor(void)
+{
+	sdp_real_init();
 }
 
 int sdp_real_init(void)

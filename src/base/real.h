@@ -8,6 +8,7 @@
 #ifndef SDP_BASE_REAL_H
 #define SDP_BASE_REAL_H
 
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -45,6 +46,9 @@ struct sdp_real_fns {
 	int (*dup2)(int, int);
 	int (*dup3)(int, int, int);
 	int (*epoll_ctl)(int, int, int, struct epoll_event *);
+	int (*epoll_wait)(int, struct epoll_event *, int, int);
+	int (*epoll_create1)(int);
+	int (*poll)(struct pollfd *, nfds_t, int);
 };
 
 extern struct sdp_real_fns sdp_real;

@@ -366,14 +366,15 @@ int sdp_listen_share(struct sdp_listen *l, int epfd, int token_fd)
 	if (lfd >= 0)
 		sdp_progress_unwatch(lfd);
 	ev.data.fd = k;
-	if (epoll_ctl(epfd, EPOLL_CTL_ADD, k, &ev) < 0 && errno != EEXIST)
+	if (sdp_real.epoll_ctl(epfd, EPOLL_CTL_ADD, k,
+			       &ev) < 0 && errno != EEXIST)
 		sdp_log(SDP_LOG_ERR, "listener: cannot watch the shared queue "
 			"(%s)", strerror(errno));
 	/* Connections already queued here stay ours (accept() returns them
 	 * first) but no longer make the shared descriptor readable: every
 	 * other process would wake for them and find nothing (README). */
 	if (token_fd >= 0)
-		epoll_ctl(epfd, EPOLL_CTL_DEL, token_fd, NULL);
+		sdp_real.epoll_ctl(epfd, EPOLL_CTL_DEL, token_fd, NULL);
 	/* No sdpstat update here: this runs in a fork prepare handler, after
 	 * the stats' own one took its lock; the row says "shared" from the
 	 * first accept on. */

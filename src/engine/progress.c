@@ -138,10 +138,10 @@ static int progress_start_locked(void)
 			       progress_atfork_child);
 		atfork_done = 1;
 	}
-	P.epfd = sdp_fd_high(epoll_create1(EPOLL_CLOEXEC));
+	P.epfd = sdp_fd_high(sdp_real.epoll_create1(EPOLL_CLOEXEC));
 	P.wakefd = sdp_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 	if (P.epfd < 0 || P.wakefd < 0 ||
-	    epoll_ctl(P.epfd, EPOLL_CTL_ADD, P.wakefd, &ev) < 0)
+	    sdp_real.epoll_ctl(P.epfd, EPOLL_CTL_ADD, P.wakefd, &ev) < 0)
 		goto err;
 	sdp_stat_watch(P.epfd, (void *)TAG_STAT);	/* sdpstat */
 	/* The thread must never take the application's signals. */
@@ -184,7 +184,7 @@ void sdp_progress_wake(void)
 {
 	uint64_t one = 1;
 
-	if (P.wakefd >= 0 && write(P.wakefd, &one, sizeof(one)) < 0) {
+	if (P.wakefd >= 0 && sdp_real.write(P.wakefd, &one, sizeof(one)) < 0) {
 		/* counter saturated: a wake-up is already pending */
 	}
 }
@@ -203,7 +203,7 @@ int sdp_progress_add_conn(struct sdp_conn *c)
 	ev.events = EPOLLIN;
 	ev.data.ptr = c;
 	SDP_TSAN_RELEASE(c);	/* handed to the progress thread by epoll */
-	if (fd < 0 || epoll_ctl(P.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+	if (fd < 0 || sdp_real.epoll_ctl(P.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		r = fd < 0 ? fd : -errno;
 		pthread_mutex_unlock(&c->lock);
 		sdp_conn_put(c);
@@ -238,7 +238,8 @@ int sdp_progress_add_listener(struct sdp_listen *l)
 	ev.events = EPOLLIN;
 	ev.data.ptr = (void *)((uintptr_t)l | TAG_LISTENER);
 	SDP_TSAN_RELEASE(l);	/* handed to the progress thread by epoll */
-	if (epoll_ctl(P.epfd, EPOLL_CTL_ADD, sdp_listen_fd(l), &ev) < 0) {
+	if (sdp_real.epoll_ctl(P.epfd, EPOLL_CTL_ADD, sdp_listen_fd(l),
+			       &ev) < 0) {
 		r = -errno;
 		sdp_listen_put(l);
 		return r;
@@ -249,7 +250,7 @@ int sdp_progress_add_listener(struct sdp_listen *l)
 void sdp_progress_unwatch(int fd)
 {
 	if (P.epfd >= 0)
-		epoll_ctl(P.epfd, EPOLL_CTL_DEL, fd, NULL);
+		sdp_real.epoll_ctl(P.epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
 void sdp_progress_release_listener(struct sdp_listen *l)
@@ -333,7 +334,8 @@ int sdp_progress_watch_relay(int fd)
 
 	if (!P.started)
 		return -EINVAL;
-	return epoll_ctl(P.epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : -errno;
+	return sdp_real.epoll_ctl(P.epfd, EPOLL_CTL_ADD, fd,
+				  &ev) == 0 ? 0 : -errno;
 }
 
 int sdp_progress_watch_fd(struct sdp_conn *c, int fd, uint32_t events)
@@ -342,12 +344,13 @@ int sdp_progress_watch_fd(struct sdp_conn *c, int fd, uint32_t events)
 
 	if (!c->registered)
 		return -EINVAL;
-	return epoll_ctl(P.epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : -errno;
+	return sdp_real.epoll_ctl(P.epfd, EPOLL_CTL_ADD, fd,
+				  &ev) == 0 ? 0 : -errno;
 }
 
 void sdp_progress_unwatch_fd(int fd)
 {
-	epoll_ctl(P.epfd, EPOLL_CTL_DEL, fd, NULL);
+	sdp_real.epoll_ctl(P.epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
 static int relaying(const struct sdp_conn *c)
@@ -363,7 +366,8 @@ void sdp_progress_end_held_locked(struct sdp_conn *c, int abort)
 	if (!c->held_elsewhere)
 		return;
 	if (c->ready_kept && c->ready_kept->lib_fd >= 0)
-		epoll_ctl(P.epfd, EPOLL_CTL_DEL, c->ready_kept->lib_fd, NULL);
+		sdp_real.epoll_ctl(P.epfd, EPOLL_CTL_DEL, c->ready_kept->lib_fd,
+				   NULL);
 	c->held_elsewhere = 0;
 	sdp_conn_close_locked(c, abort);
 }
@@ -382,7 +386,7 @@ static void check_holders_locked(struct sdp_conn *c)
 		return;
 	p.fd = c->ready_kept->lib_fd;
 	p.events = POLLRDHUP;
-	if (poll(&p, 1, 0) <= 0 ||
+	if (sdp_real.poll(&p, 1, 0) <= 0 ||
 	    !(p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
 		return;
 	sdp_log(SDP_LOG_DEBUG, "conn %u: its last descriptor closed", c->id);
@@ -394,9 +398,10 @@ static void unregister_conn_locked(struct sdp_conn *c)
 	int fd = SDP_TP(c->qp)->event_fd(c->qp);
 
 	if (fd >= 0)
-		epoll_ctl(P.epfd, EPOLL_CTL_DEL, fd, NULL);
+		sdp_real.epoll_ctl(P.epfd, EPOLL_CTL_DEL, fd, NULL);
 	if (c->held_elsewhere && c->ready_kept && c->ready_kept->lib_fd >= 0)
-		epoll_ctl(P.epfd, EPOLL_CTL_DEL, c->ready_kept->lib_fd, NULL);
+		sdp_real.epoll_ctl(P.epfd, EPOLL_CTL_DEL, c->ready_kept->lib_fd,
+				   NULL);
 	if (relaying(c))
 		sdp_relay_abort_locked(c);
 	pthread_mutex_lock(&P.lock);
@@ -612,7 +617,7 @@ static void *progress_main(void *arg)
 		P.wake_at = tmo < 0 ? UINT64_MAX :
 			    now + (uint64_t)tmo * 1000000ull;
 		pthread_mutex_unlock(&P.lock);
-		n = epoll_wait(P.epfd, ev, 64, tmo);
+		n = sdp_real.epoll_wait(P.epfd, ev, 64, tmo);
 		pthread_mutex_lock(&P.lock);
 		P.wake_at = 0;
 		pthread_mutex_unlock(&P.lock);
@@ -626,7 +631,8 @@ static void *progress_main(void *arg)
 			if (!p) {
 				uint64_t v;
 
-				if (read(P.wakefd, &v, sizeof(v)) < 0) {
+				if (sdp_real.read(P.wakefd, &v,
+						  sizeof(v)) < 0) {
 					/* already drained */
 				}
 			} else if (p == TAG_STAT) {	/* sdpstat */
@@ -747,7 +753,8 @@ static int held_by_other_process(struct sdp_conn *c)
 		return 0;	/* cannot tell: flush it as ours */
 	p.fd = c->ready->lib_fd;
 	p.events = POLLRDHUP;
-	if (poll(&p, 1, 0) < 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+	if (sdp_real.poll(&p, 1, 0) < 0 ||
+	    (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
 		return 0;
 	sdp_appwake_disarm_locked(c);
 	c->ready = NULL;

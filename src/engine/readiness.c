@@ -195,7 +195,7 @@ int sdp_ready_hand_over(struct sdp_ready *r, int app_end, unsigned wait_ms)
 	 * peer's one may still be on its way (appwake.h), and one read later
 	 * would be taken for data. */
 	for (;;) {
-		if (ioctl(app_end, FIONREAD, &queued) < 0)
+		if (sdp_real.ioctl(app_end, FIONREAD, &queued) < 0)
 			return -errno;
 		if ((unsigned)queued >= r->tokens || waited >= wait_ms)
 			break;

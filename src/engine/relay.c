@@ -441,7 +441,7 @@ static int image_gone(const struct sdp_relay *r)
 	struct pollfd p = { r->fd, POLLOUT, 0 };
 
 	return (r->in_eof || r->image_closed) &&
-	       poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR));
+	       sdp_real.poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR));
 }
 
 /* Connection -> image.  1 if anything moved. */
@@ -589,7 +589,8 @@ void sdp_relay_owner_exiting(struct sdp_conn *c)
 		sdp_relay_pump(c);
 	pthread_mutex_lock(&c->lock);
 	if (!r->done) {
-		if (r->in_place && ioctl(r->fd, FIONREAD, &queued) == 0)
+		if (r->in_place && sdp_real.ioctl(r->fd, FIONREAD,
+						  &queued) == 0)
 			unread = r->out_len > 0 || r->in_len > 0 || queued > 0;
 		sdp_relay_abort_locked(c);
 		c->close_reason = SDP_REASON_RELAY_ENDED;

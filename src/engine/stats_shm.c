@@ -230,11 +230,12 @@ static int open_wake_socket(pid_t pid)
 	socklen_t alen;
 	int fd;
 
-	fd = sdp_fd_high(socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK |
+	fd = sdp_fd_high(sdp_real.socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK |
 					SOCK_CLOEXEC, 0));
 	if (fd < 0)
 		return -1;
-	if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &(int){ 1 }, sizeof(int))) {
+	if (sdp_real.setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &(int){ 1 },
+				sizeof(int))) {
 		sdp_close(fd);
 		return -1;
 	}
@@ -243,7 +244,7 @@ static int open_wake_socket(pid_t pid)
 	fmt_name(a.sun_path + 1, sizeof(a.sun_path) - 1, SDP_STAT_PREFIX, pid);
 	alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
 			   strlen(a.sun_path + 1));
-	if (bind(fd, (struct sockaddr *)&a, alen) < 0) {
+	if (sdp_real.bind(fd, (struct sockaddr *)&a, alen) < 0) {
 		sdp_close(fd);
 		return -1;
 	}
@@ -257,7 +258,7 @@ static void watch_locked(void)
 	if (S.watched || S.epfd < 0 || S.wake_fd < 0)
 		return;
 	ev.data.ptr = S.tag;
-	if (epoll_ctl(S.epfd, EPOLL_CTL_ADD, S.wake_fd, &ev) == 0)
+	if (sdp_real.epoll_ctl(S.epfd, EPOLL_CTL_ADD, S.wake_fd, &ev) == 0)
 		S.watched = 1;
 }
 
@@ -768,7 +769,7 @@ void sdp_stat_poked(void)
 			.msg_controllen = sizeof(ctl.buf),
 		};
 
-		if (recvmsg(fd, &m, MSG_DONTWAIT) < 0)
+		if (sdp_real.recvmsg(fd, &m, MSG_DONTWAIT) < 0)
 			break;
 		if (poke_is_ours(&m))
 			S.poked = 1;
@@ -787,7 +788,7 @@ static void rearm_wake(uint64_t now)
 	pthread_mutex_lock(&S.lock);
 	ev.data.ptr = S.tag;
 	if (S.watched)
-		epoll_ctl(S.epfd, EPOLL_CTL_MOD, S.wake_fd, &ev);
+		sdp_real.epoll_ctl(S.epfd, EPOLL_CTL_MOD, S.wake_fd, &ev);
 	pthread_mutex_unlock(&S.lock);
 }
 

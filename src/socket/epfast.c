@@ -179,9 +179,8 @@ static struct sdp_conn *sock_conn(struct sdp_sock *s)
 }
 
 /* The socket may no longer use user-space readiness.  Takes the socket's
- * lock and then the connection's: never with ep_lock held, because the
- * library's own epoll_ctl calls (transport code, under a connection's
- * lock) come through epoll_ctl too. */
+ * lock and then the connection's: never with ep_lock held (the lock
+ * order is socket, connection, ep_lock). */
 static void sock_demote(struct sdp_sock *s)
 {
 	struct sdp_conn *c;

@@ -129,7 +129,7 @@ static int multi_bind_flags(const struct sockaddr *addr, socklen_t len,
 	if (!ml)
 		return -ENOMEM;
 	ml->obj.ops = &multi_ops;
-	ml->epfd = epoll_create1(EPOLL_CLOEXEC);
+	ml->epfd = sdp_real.epoll_create1(EPOLL_CLOEXEC);
 	if (ml->epfd < 0) {
 		free(ml);
 		return -errno;
@@ -173,7 +173,8 @@ static int watch(int epfd, int fd, uint32_t tag)
 
 	if (fd < 0)
 		return fd;
-	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+	return sdp_real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd,
+				  &ev) < 0 ? -errno : 0;
 }
 
 static int multi_listen(struct sdp_listener *l, int backlog)

@@ -54,7 +54,7 @@ static int own_create_locked(void)
 		 fd, 0);
 	if (p == MAP_FAILED)
 		goto fail;
-	if (fcntl(fd, F_ADD_SEALS, seals) < 0) {
+	if (sdp_real.fcntl(fd, F_ADD_SEALS, seals) < 0) {
 		munmap(p, SDP_WAKEWORD_BYTES);
 		goto fail;
 	}
@@ -170,7 +170,7 @@ const _Atomic uint64_t *sdp_wakeword_map_peer(int fd)
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    st.st_size != SDP_WAKEWORD_BYTES)
 		return NULL;
-	seals = fcntl(fd, F_GET_SEALS);
+	seals = sdp_real.fcntl(fd, F_GET_SEALS);
 	if (seals < 0 || (seals & need) != need)
 		return NULL;	/* it could shrink under us: SIGBUS */
 	pthread_mutex_lock(&peer_lock);

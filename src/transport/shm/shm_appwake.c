@@ -80,7 +80,7 @@ int sdp__shm_share_app_fd(struct sdp_qp *sq, int fd)
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
 	memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
-	if (sendmsg(qp->sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
+	if (sdp_real.sendmsg(qp->sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
 		return -errno;
 	qp->ww_gen = nfds == 2 ? gen : -1;
 	return 0;
@@ -226,7 +226,7 @@ int sdp__shm_app_wake(struct shm_ctrl *c, int app_fd,
 	}
 	atomic_store_explicit(&c->app_woke_upto, published,
 			      memory_order_relaxed);
-	r = send(app_fd, "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+	r = sdp_real.send(app_fd, "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (r < 0 && (errno == EBADF || errno == ENOTSOCK)) {
 		/* Not a descriptor of this process (any more): nobody was
 		 * woken.  The caller rings the progress doorbell instead. */
@@ -259,7 +259,7 @@ static void take_app_fd(struct shm_qp *qp, int fd, int page_fd)
 	int type = 0;
 	socklen_t len = sizeof(type);
 
-	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 ||
+	if (sdp_real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 ||
 	    type != SOCK_STREAM || qp->peer_app_fd >= 0 ||
 	    atomic_load(&qp->err)) {
 		sdp_close(fd);	/* not a stream socket, a second one, or late */
@@ -294,7 +294,8 @@ void sdp__shm_read_doorbells(struct shm_qp *qp)
 		};
 		struct cmsghdr *cm;
 
-		if (recvmsg(qp->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) <= 0)
+		if (sdp_real.recvmsg(qp->sock, &mh,
+				     MSG_DONTWAIT | MSG_CMSG_CLOEXEC) <= 0)
 			break;
 		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
 			int fds[2] = { -1, -1 }, n;

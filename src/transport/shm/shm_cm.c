@@ -103,7 +103,7 @@ int sdp__shm_send_msg(int sock, uint16_t type, const struct shm_qp *qp,
 		c->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(c), &qp->memfd, sizeof(int));
 	}
-	n = sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+	n = sdp_real.sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (n < 0)
 		return -errno;
 	return (size_t)n == iov.iov_len ? 0 : -EPROTO;
@@ -151,7 +151,7 @@ int sdp__shm_recv_msg(int sock, uint16_t *type, void *priv, uint32_t *priv_len,
 
 	*fd = -1;
 	*cred = (struct ucred){ 0, (uid_t)-1, (gid_t)-1 };
-	n = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	n = sdp_real.recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n < 0)
 		return errno == EAGAIN ? -EAGAIN : -errno;
 	take_cmsgs(&mh, fd, cred);
@@ -199,7 +199,7 @@ int sdp__shm_map_peer(int fd, struct shm_seg *seg)
 	    st.st_size < (off_t)sizeof(struct shm_ctrl) ||
 	    st.st_size > (off_t)SHM_MAX_REGION * 2)
 		return -EPROTO;
-	seals = fcntl(fd, F_GET_SEALS);
+	seals = sdp_real.fcntl(fd, F_GET_SEALS);
 	if (seals < 0 || !(seals & F_SEAL_SHRINK))
 		return -EPROTO;
 	map = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -324,14 +324,15 @@ int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
 				  &qp->addr.local_len);
 	sdp__shm_addr_to_sockaddr(&d, is_v6, &qp->addr.peer, &qp->addr.peer_len);
 
-	setsockopt(qp->sock, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
+	sdp_real.setsockopt(qp->sock, SOL_SOCKET, SO_PASSCRED, &one,
+			    sizeof(one));
 	err = sdp__shm_name_connect(&qp->sock, &d);
 	if (!err)
 		err = sdp__shm_send_msg(qp->sock, SHM_MSG_HELLO, qp, &d, priv,
 					priv_len);
 	if (!err) {
 		eev.data.fd = qp->sock;
-		if (epoll_ctl(qp->epfd, EPOLL_CTL_ADD, qp->sock, &eev))
+		if (sdp_real.epoll_ctl(qp->epfd, EPOLL_CTL_ADD, qp->sock, &eev))
 			return -errno;
 		atomic_store(&qp->sock_in_ep, 1);
 	}

@@ -82,7 +82,7 @@ static uint64_t netns_cookie(int fd)
 	uint64_t c = 0;
 	socklen_t len = sizeof(c);
 
-	if (getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &c, &len))
+	if (sdp_real.getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &c, &len))
 		return 0;
 	return c;
 }
@@ -98,8 +98,9 @@ static int diag_socket_locked(int like)
 		return diag_fd;
 	if (diag_fd >= 0)
 		sdp_close(diag_fd);		/* the parent's, or another namespace's */
-	diag_fd = sdp_fd_high(socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC,
-				     NETLINK_SOCK_DIAG));
+	diag_fd = sdp_fd_high(sdp_real.socket(AF_NETLINK,
+					      SOCK_DGRAM | SOCK_CLOEXEC,
+					      NETLINK_SOCK_DIAG));
 	diag_pid = me;
 	diag_netns = diag_fd >= 0 ? netns_cookie(diag_fd) : 0;
 	return diag_fd < 0 ? -errno : diag_fd;
@@ -136,13 +137,13 @@ static int diag_query(int like, struct nlmsghdr *req,
 	if (s < 0)
 		goto out;
 	req->nlmsg_seq = ++diag_seq;
-	if (sendto(s, req, req->nlmsg_len, 0, (struct sockaddr *)&nl,
-		   sizeof(nl)) < 0) {
+	if (sdp_real.sendto(s, req, req->nlmsg_len, 0, (struct sockaddr *)&nl,
+			    sizeof(nl)) < 0) {
 		result = -errno;
 		goto fail;
 	}
 	for (;;) {
-		ssize_t n = recv(s, u.buf, sizeof(u.buf), 0);
+		ssize_t n = sdp_real.recv(s, u.buf, sizeof(u.buf), 0);
 		const struct nlmsghdr *h = &u.align;
 
 		if (n < 0 && errno == EINTR)
@@ -290,7 +291,7 @@ int sdp__shm_peer_owns_port(int sock, const struct shm_addr *dst)
 	struct ucred uc;
 	socklen_t len = sizeof(uc);
 
-	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &uc, &len))
+	if (sdp_real.getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &uc, &len))
 		return -errno;
 	return owns_port(sock, uc.uid, dst);
 }

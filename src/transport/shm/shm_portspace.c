@@ -88,7 +88,8 @@ static int refuse_for_want_of_fds(int lsock, int err)
 	pthread_mutex_lock(&spare_lock);
 	if (spare_fd >= 0) {
 		sdp_close(spare_fd);
-		s = accept4(lsock, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		s = sdp_real.accept4(lsock, NULL, NULL,
+				     SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (s >= 0) {
 			sdp_close(s);
 			refused = 1;
@@ -290,7 +291,8 @@ int sdp__shm_name_parse(const char *path, size_t len, struct shm_addr *a)
 
 static int unix_socket(void)
 {
-	int s = sdp_fd_high(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK |
+	int s = sdp_fd_high(sdp_real.socket(AF_UNIX,
+					    SOCK_SEQPACKET | SOCK_NONBLOCK |
 					  SOCK_CLOEXEC, 0));
 
 	return s < 0 ? -errno : s;
@@ -305,7 +307,8 @@ static int name_taken(const struct shm_addr *a, enum name_kind kind)
 
 	if (s < 0)
 		return 0;
-	taken = bind(s, (struct sockaddr *)&sun, len) && errno == EADDRINUSE;
+	taken = sdp_real.bind(s, (struct sockaddr *)&sun,
+			      len) && errno == EADDRINUSE;
 	sdp_close(s);
 	return taken;
 }
@@ -358,7 +361,7 @@ static int bind_name(const struct shm_addr *a, enum name_kind kind)
 
 	if (s < 0)
 		return s;
-	if (bind(s, (struct sockaddr *)&sun, len)) {
+	if (sdp_real.bind(s, (struct sockaddr *)&sun, len)) {
 		int err = errno == EADDRINUSE ? -EADDRINUSE : -errno;
 
 		sdp_close(s);
@@ -462,14 +465,15 @@ static int claim_take(struct shm_addr *a, bool v6only)
 				     IPPROTO_TCP));
 	if (s < 0)
 		return -errno;
-	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	sdp_real.setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (a->v6)	/* a wildcard takes IPv4 too, as its name says */
-		setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &only, sizeof(only));
+		sdp_real.setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &only,
+				    sizeof(only));
 	sdp__shm_addr_to_sockaddr(a, a->v6, &ss, &len);
-	if (bind(s, (struct sockaddr *)&ss, len))
+	if (sdp_real.bind(s, (struct sockaddr *)&ss, len))
 		goto fail;
 	len = sizeof(ss);
-	if (getsockname(s, (struct sockaddr *)&ss, &len))
+	if (sdp_real.getsockname(s, (struct sockaddr *)&ss, &len))
 		goto fail;
 	a->port = ntohs(ss.ss_family == AF_INET6 ?
 			((struct sockaddr_in6 *)&ss)->sin6_port :
@@ -570,8 +574,9 @@ void sdp__shm_claim_reset_clients(struct shm_listener *l)
 
 	if (l->claim < 0)
 		return;
-	while ((s = accept4(l->claim, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
-		setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	while ((s = sdp_real.accept4(l->claim, NULL, NULL,
+				     SOCK_CLOEXEC)) >= 0) {
+		sdp_real.setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 		sdp_close(s);
 	}
 }
@@ -583,17 +588,17 @@ static int connect_blocking(int sock, const struct sockaddr_un *sun,
 			    socklen_t len)
 {
 	struct timeval tv = { .tv_sec = 1 };
-	int fl = fcntl(sock, F_GETFL), err = 0;
+	int fl = sdp_real.fcntl(sock, F_GETFL), err = 0;
 
-	if (fl < 0 || fcntl(sock, F_SETFL, fl & ~O_NONBLOCK))
+	if (fl < 0 || sdp_real.fcntl(sock, F_SETFL, fl & ~O_NONBLOCK))
 		return -errno;
-	setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (connect(sock, (const struct sockaddr *)sun, len))
+	sdp_real.setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (sdp_real.connect(sock, (const struct sockaddr *)sun, len))
 		err = errno == EAGAIN ? -ETIMEDOUT :
 		      errno == ENOENT ? -ECONNREFUSED : -errno;
 	tv.tv_sec = 0;
-	setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	fcntl(sock, F_SETFL, fl);
+	sdp_real.setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	sdp_real.fcntl(sock, F_SETFL, fl);
 	return err;
 }
 
@@ -605,7 +610,7 @@ static int renew_socket(int *sock)
 	socklen_t len = sizeof(sun);
 	int s, one = 1;
 
-	if (getsockname(*sock, (struct sockaddr *)&sun, &len))
+	if (sdp_real.getsockname(*sock, (struct sockaddr *)&sun, &len))
 		return -errno;
 	s = unix_socket();
 	if (s < 0)
@@ -614,9 +619,9 @@ static int renew_socket(int *sock)
 	*sock = s;
 	/* Lost to someone else meanwhile: no owner was reached. */
 	if (len > offsetof(struct sockaddr_un, sun_path) &&
-	    bind(s, (struct sockaddr *)&sun, len))
+	    sdp_real.bind(s, (struct sockaddr *)&sun, len))
 		return -ECONNREFUSED;
-	if (setsockopt(s, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)))
+	if (sdp_real.setsockopt(s, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)))
 		return -errno;
 	return 0;
 }
@@ -641,7 +646,7 @@ int sdp__shm_name_connect(int *sock, const struct shm_addr *dst)
 		socklen_t len = name_make(&cand[i], dst->v6 && i == 2 ?
 					  NAME_ANY_V6ONLY : kind[i], &sun);
 
-		if (!connect(*sock, (struct sockaddr *)&sun, len)) {
+		if (!sdp_real.connect(*sock, (struct sockaddr *)&sun, len)) {
 			err = sdp__shm_peer_owns_port(*sock, dst);
 			if (err == 1)
 				return 0;
@@ -701,7 +706,7 @@ int sdp__shm_set_tcp_claim(struct sdp_listener *sl, int fd)
 		sdp_close(fd);
 		return -EINVAL;
 	}
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	sdp_real.fcntl(fd, F_SETFL, sdp_real.fcntl(fd, F_GETFL) | O_NONBLOCK);
 	l->claim = fd;
 	return 0;
 }
@@ -722,20 +727,21 @@ int sdp__shm_listen(struct sdp_listener *sl, int backlog)
 
 	if (l->sock < 0)
 		return -EINVAL;
-	if (listen(l->sock, backlog > 0 ? backlog : 1))
+	if (sdp_real.listen(l->sock, backlog > 0 ? backlog : 1))
 		return -errno;
-	if (l->claim >= 0 && listen(l->claim, 16))
+	if (l->claim >= 0 && sdp_real.listen(l->claim, 16))
 		return -errno;
 	if (l->epfd < 0) {
-		l->epfd = sdp_fd_high(epoll_create1(EPOLL_CLOEXEC));
+		l->epfd = sdp_fd_high(sdp_real.epoll_create1(EPOLL_CLOEXEC));
 		if (l->epfd < 0)
 			return -errno;
 		ev.data.fd = l->sock;
-		if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->sock, &ev) ||
+		if (sdp_real.epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->sock, &ev) ||
 		    (l->claim >= 0 &&
-		     epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->claim,
-			       &(struct epoll_event){ .events = EPOLLIN,
-						      .data.fd = l->claim }))) {
+		     sdp_real.epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->claim,
+					&(struct epoll_event){
+						.events = EPOLLIN,
+						.data.fd = l->claim }))) {
 			int err = -errno;
 
 			sdp_close(l->epfd);
@@ -760,7 +766,7 @@ static void pending_drop(struct shm_listener *l, struct shm_pending **pp)
 	struct shm_pending *p = *pp;
 
 	if (l->epfd >= 0)	/* none once shared (shm_share.c) */
-		epoll_ctl(l->epfd, EPOLL_CTL_DEL, p->sock, NULL);
+		sdp_real.epoll_ctl(l->epfd, EPOLL_CTL_DEL, p->sock, NULL);
 	sdp_close(p->sock);
 	*pp = p->next;
 	free(p);
@@ -775,8 +781,9 @@ static void accept_pending(struct shm_listener *l)
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 		struct shm_pending *p;
 		int one = 1;
-		int s = sdp_fd_high(accept4(l->sock, NULL, NULL,
-					    SOCK_NONBLOCK | SOCK_CLOEXEC));
+		int s = sdp_fd_high(sdp_real.accept4(l->sock, NULL, NULL,
+						     SOCK_NONBLOCK |
+						     SOCK_CLOEXEC));
 
 		if (s < 0) {
 			if (refuse_for_want_of_fds(l->sock, errno))
@@ -785,9 +792,9 @@ static void accept_pending(struct shm_listener *l)
 		}
 		p = l->npending < SHM_MAX_PENDING ? calloc(1, sizeof(*p)) : NULL;
 		ev.data.fd = s;
-		if (!p || setsockopt(s, SOL_SOCKET, SO_PASSCRED, &one,
-				     sizeof(one)) ||
-		    epoll_ctl(l->epfd, EPOLL_CTL_ADD, s, &ev)) {
+		if (!p || sdp_real.setsockopt(s, SOL_SOCKET, SO_PASSCRED, &one,
+					      sizeof(one)) ||
+		    sdp_real.epoll_ctl(l->epfd, EPOLL_CTL_ADD, s, &ev)) {
 			free(p);
 			sdp_close(s);
 			continue;
@@ -813,7 +820,7 @@ int sdp__shm_request_build(struct shm_listener *l, int sock, int memfd,
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	if (getpeername(sock, (struct sockaddr *)&sun, &slen) ||
+	if (sdp_real.getpeername(sock, (struct sockaddr *)&sun, &slen) ||
 	    slen <= offsetof(struct sockaddr_un, sun_path) ||
 	    sdp__shm_name_parse(sun.sun_path,
 				slen - offsetof(struct sockaddr_un, sun_path),
@@ -892,7 +899,8 @@ int sdp__shm_pending_scan(struct shm_listener *l, struct sdp_conn_req **out,
 		}
 		/* The request owns the socket now. */
 		if (l->epfd >= 0)
-			epoll_ctl(l->epfd, EPOLL_CTL_DEL, p->sock, NULL);
+			sdp_real.epoll_ctl(l->epfd, EPOLL_CTL_DEL, p->sock,
+					   NULL);
 		*pp = p->next;
 		free(p);
 		l->npending--;

@@ -63,8 +63,8 @@ static int seg_create(struct shm_qp *qp)
 	if (qp->memfd < 0)
 		return -errno;
 	if (ftruncate(qp->memfd, total) ||
-	    fcntl(qp->memfd, F_ADD_SEALS,
-		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
+	    sdp_real.fcntl(qp->memfd, F_ADD_SEALS,
+			   F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
 		goto err_close;
 	map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, qp->memfd, 0);
 	if (map == MAP_FAILED)
@@ -127,10 +127,10 @@ int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_qp **out)
 		qp->rwr_free[i] = qp->me.depth - 1 - i;
 	qp->nfree = qp->me.depth;
 	qp->evfd = sdp_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-	qp->epfd = sdp_fd_high(epoll_create1(EPOLL_CLOEXEC));
+	qp->epfd = sdp_fd_high(sdp_real.epoll_create1(EPOLL_CLOEXEC));
 	ev.data.fd = qp->evfd;
 	if (qp->evfd < 0 || qp->epfd < 0 ||
-	    epoll_ctl(qp->epfd, EPOLL_CTL_ADD, qp->evfd, &ev)) {
+	    sdp_real.epoll_ctl(qp->epfd, EPOLL_CTL_ADD, qp->evfd, &ev)) {
 		err = -errno;
 		goto err_fds;
 	}
@@ -182,7 +182,7 @@ static int shm_create_qp_from_req(struct sdp_conn_req *sr,
 	if (err)
 		goto err_reject;
 	eev.data.fd = r->sock;
-	if (epoll_ctl(qp->epfd, EPOLL_CTL_ADD, r->sock, &eev)) {
+	if (sdp_real.epoll_ctl(qp->epfd, EPOLL_CTL_ADD, r->sock, &eev)) {
 		err = -errno;
 		shm_destroy_qp((struct sdp_qp *)qp);
 		goto err_reject;
@@ -221,7 +221,7 @@ void sdp__shm_set_error(struct shm_qp *qp)
 		sdp__shm_wake_owner_seg(qp->peer.ctrl, -1, -1, NULL, 0);
 	}
 	if (qp->sock >= 0)
-		shutdown(qp->sock, SHUT_RDWR);
+		sdp_real.shutdown(qp->sock, SHUT_RDWR);
 	sdp__shm_sock_unwatch(qp);
 	sdp__shm_wake_self(qp, true);
 }

@@ -92,7 +92,7 @@ static bool pidfd_exited(int fd)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 
-	return poll(&p, 1, 0) > 0;
+	return sdp_real.poll(&p, 1, 0) > 0;
 }
 
 static int peer_pidfd_get(pid_t pid)

@@ -56,7 +56,7 @@ static int hello_wait(int s)
 		now = sdp__shm_now_ms();
 		if (now >= end)
 			return -ETIMEDOUT;
-		n = poll(&p, 1, (int)(end - now));
+		n = sdp_real.poll(&p, 1, (int)(end - now));
 		if (n > 0)
 			return 0;
 		if (n == 0)
@@ -77,7 +77,8 @@ static int take_one(struct shm_listener *l, int s, struct sdp_conn_req **out,
 	struct ucred cred;
 	int fd = -1, one = 1, err;
 
-	err = setsockopt(s, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) ?
+	err = sdp_real.setsockopt(s, SOL_SOCKET, SO_PASSCRED, &one,
+				  sizeof(one)) ?
 		-errno : hello_wait(s);
 	if (!err)
 		err = sdp__shm_recv_msg(s, &type, priv, &len, &hdst, &base,
@@ -114,8 +115,8 @@ int sdp__shm_take_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 	/* A bad or silent client is dropped and the next one tried, so one
 	 * of them cannot make accept() fail; bounded like a batch. */
 	for (tries = 0; tries < 16; tries++) {
-		int s = accept4(l->sock, NULL, NULL,
-				SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int s = sdp_real.accept4(l->sock, NULL, NULL,
+					 SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (s < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)

@@ -35,6 +35,7 @@
 
 #include "base/cancel.h"
 #include "transport/shm/shm.h"
+#include "base/real.h"
 
 static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val,
 		  const struct timespec *ts)
@@ -87,7 +88,8 @@ void sdp__shm_wake_owner_seg(struct shm_ctrl *c, int sock, int app_fd,
 	}
 	if (sock >= 0 && atomic_load(&c->armed) &&
 	    atomic_exchange(&c->armed, 0)) {
-		ssize_t r = send(sock, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+		ssize_t r = sdp_real.send(sock, "", 1,
+					  MSG_DONTWAIT | MSG_NOSIGNAL);
 
 		(void)r;	/* full or gone: the fd is readable anyway */
 	}
@@ -105,7 +107,8 @@ void sdp__shm_wake_owner_nofd(struct shm_ctrl *c, int sock)
 		if (atomic_load(&c->waiters))
 			sdp__shm_futex_wake(&c->seq);
 		atomic_store(&c->armed, 0);
-		ssize_t r = send(sock, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+		ssize_t r = sdp_real.send(sock, "", 1,
+					  MSG_DONTWAIT | MSG_NOSIGNAL);
 
 		(void)r;	/* full or gone: the fd is readable anyway */
 		return;
@@ -116,7 +119,7 @@ void sdp__shm_wake_owner_nofd(struct shm_ctrl *c, int sock)
 static void evfd_signal(int fd)
 {
 	uint64_t one = 1;
-	ssize_t r = write(fd, &one, sizeof(one));
+	ssize_t r = sdp_real.write(fd, &one, sizeof(one));
 
 	(void)r;
 }
@@ -141,14 +144,14 @@ void sdp__shm_sock_unwatch(struct shm_qp *qp)
 	 * it in the epoll set would make a level-triggered progress loop
 	 * spin on a dead connection. */
 	if (atomic_exchange(&qp->sock_in_ep, 0))
-		epoll_ctl(qp->epfd, EPOLL_CTL_DEL, qp->sock, NULL);
+		sdp_real.epoll_ctl(qp->epfd, EPOLL_CTL_DEL, qp->sock, NULL);
 }
 
 static short sock_revents(struct shm_qp *qp, short events)
 {
 	struct pollfd p = { .fd = qp->sock, .events = events };
 
-	if (qp->sock < 0 || poll(&p, 1, 0) <= 0)
+	if (qp->sock < 0 || sdp_real.poll(&p, 1, 0) <= 0)
 		return 0;
 	return p.revents;
 }
@@ -277,7 +280,7 @@ void sdp__shm_ack_events(struct sdp_qp *sq)
 {
 	struct shm_qp *qp = SHM_QP(sq);
 	uint64_t v;
-	ssize_t r = read(qp->evfd, &v, sizeof(v));
+	ssize_t r = sdp_real.read(qp->evfd, &v, sizeof(v));
 
 	(void)r;
 	if (atomic_load(&qp->state) == SHM_ESTABLISHED &&

@@ -347,7 +347,7 @@ static void *event_thread(void *arg)
 		tmo = rearm_idle_cqs();
 		if (down && (tmo < 0 || tmo > 100))
 			tmo = 100;
-		n = epoll_wait(sdp__vb.epfd, ev, 16, tmo);
+		n = sdp_real.epoll_wait(sdp__vb.epfd, ev, 16, tmo);
 		for (i = 0; i < n; i++) {
 			uintptr_t p = (uintptr_t)ev[i].data.ptr;
 
@@ -371,9 +371,9 @@ static void *event_thread(void *arg)
 
 static int set_nonblock(int fd)
 {
-	int fl = fcntl(fd, F_GETFL);
+	int fl = sdp_real.fcntl(fd, F_GETFL);
 
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+	if (fl < 0 || sdp_real.fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
 		return -errno;
 	return 0;
 }
@@ -422,9 +422,10 @@ static int vb_start(void)
 	sdp__vb.cm = rdma_create_event_channel();
 	if (!sdp__vb.cm)
 		return errno ? -errno : -ENODEV;
-	sdp__vb.epfd = epoll_create1(EPOLL_CLOEXEC);
+	sdp__vb.epfd = sdp_real.epoll_create1(EPOLL_CLOEXEC);
 	if (sdp__vb.epfd < 0 || set_nonblock(sdp__vb.cm->fd) < 0 ||
-	    epoll_ctl(sdp__vb.epfd, EPOLL_CTL_ADD, sdp__vb.cm->fd, &ev) < 0)
+	    sdp_real.epoll_ctl(sdp__vb.epfd, EPOLL_CTL_ADD, sdp__vb.cm->fd,
+			       &ev) < 0)
 		return -errno;
 	/* The thread must never take the application's signals. */
 	sigfillset(&all);
@@ -574,14 +575,16 @@ static int dev_open(struct rdma_cm_id *id, struct vb_dev **out)
 	}
 	atomic_store(&d->cq_armed, true);
 	ev.data.ptr = d;
-	if (epoll_ctl(sdp__vb.epfd, EPOLL_CTL_ADD, d->ch->fd, &ev) < 0) {
+	if (sdp_real.epoll_ctl(sdp__vb.epfd, EPOLL_CTL_ADD, d->ch->fd,
+			       &ev) < 0) {
 		r = -errno;
 		goto err;
 	}
 	/* Port state changes (link down: port_down_check).  Best effort. */
 	ev.data.ptr = (void *)((uintptr_t)d | VB_ASYNC_TAG);
 	if (set_nonblock(ctx->async_fd) == 0)
-		epoll_ctl(sdp__vb.epfd, EPOLL_CTL_ADD, ctx->async_fd, &ev);
+		sdp_real.epoll_ctl(sdp__vb.epfd, EPOLL_CTL_ADD, ctx->async_fd,
+				   &ev);
 	dev_anchor(d, id);
 	*out = d;
 	return 0;
@@ -747,7 +750,7 @@ void sdp__verbs_ring_progress(struct vb_qp *qp)
 	uint64_t one = 1;
 
 	if (atomic_exchange(&qp->armed, 0)) {
-		if (write(qp->evfd, &one, sizeof(one)) < 0) {
+		if (sdp_real.write(qp->evfd, &one, sizeof(one)) < 0) {
 			/* eventfd full: it is readable anyway */
 		}
 	}
@@ -1043,7 +1046,7 @@ void sdp__verbs_ack_events(struct sdp_qp *q)
 {
 	uint64_t v;
 
-	if (read(VB_QP(q)->evfd, &v, sizeof(v)) < 0) {
+	if (sdp_real.read(VB_QP(q)->evfd, &v, sizeof(v)) < 0) {
 		/* nothing to drain */
 	}
 }
