@@ -154,22 +154,6 @@ fetch() { # TAG WRAP PATH
 		eval '[ "$code" = 200 ] && [ "$got" = "$WANT" ]'
 }
 
-# sample_children_sdp PID SECONDS: the largest number of SDP connections
-# seen in PID's children (the Apache children) at once, via sdpstat.
-sample_children_sdp() {
-	local ppid=$1 secs=$2 most=0 n w i c
-	for i in $(seq 1 $((secs * 5))); do
-		n=0
-		for w in $(pgrep -P "$ppid"); do
-			c=$(sdp_conns "$w") || { echo "$c"; return 1; }
-			n=$((n + c))
-		done
-		[ "$n" -gt "$most" ] && most=$n
-		sleep 0.2
-	done
-	echo "$most"
-}
-
 # ---- sdp <-> sdp -----------------------------------------------------------------
 SRVWRAP=sdp
 start_apache server sdp
@@ -203,7 +187,7 @@ done
 run_limited 60 "$TMP/abk.out" "$TMP/abk.err" env SDP_LOG=3 "$SDP_RUN" ab -k -n 20000 -c 8 "http://127.0.0.1:$PORT/64k.bin"
 AB=$BG_PID
 sleep 0.3
-sample_children_sdp "$SRV" 1 >"$TMP/nw" &
+children_sdp_peak "$SRV" 1 >"$TMP/nw" &
 NWS=$!
 sample_conns "$AB" "$PORT" 1
 wait "$NWS"

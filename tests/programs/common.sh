@@ -229,6 +229,22 @@ sdp_conns() {
 		grep -vc -- "$idle" || true
 }
 
+# children_sdp_peak PID SECONDS: the largest number of SDP connections seen
+# at once in PID's children (a server's workers), via sdpstat.
+children_sdp_peak() {
+	local ppid=$1 secs=$2 most=0 n w i c
+	for i in $(seq 1 $((secs * 5))); do
+		n=0
+		for w in $(pgrep -P "$ppid"); do
+			c=$(sdp_conns "$w") || { echo "$c"; return 1; }
+			n=$((n + c))
+		done
+		[ "$n" -gt "$most" ] && most=$n
+		sleep 0.2
+	done
+	echo "$most"
+}
+
 # tcp_fallbacks PID: sockets of PID (preloaded) that sdpstat shows on TCP.
 tcp_fallbacks() {
 	local out

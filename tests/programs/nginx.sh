@@ -80,22 +80,6 @@ check "single-wrk-sdp" "wrk's connections were SDP (sdpstat saw $N of 10)" ge "$
 [ "$NFAIL" -gt 0 ] && show "$TMP/single.err" "$TMP/single/error.log" "$TMP/single-wrk.out"
 stop "$SRV"
 
-# sample_workers_sdp PID SECONDS: the largest number of SDP connections seen
-# in PID's children (nginx workers) at once, via sdpstat.
-sample_workers_sdp() {
-	local ppid=$1 secs=$2 best=0 n w i c
-	for i in $(seq 1 $((secs * 5))); do
-		n=0
-		for w in $(pgrep -P "$ppid"); do
-			c=$(sdp_conns "$w") || { echo "$c"; return 1; }
-			n=$((n + c))
-		done
-		[ "$n" -gt "$best" ] && best=$n
-		sleep 0.2
-	done
-	echo "$best"
-}
-
 # ---- sdp <-> sdp (pre-fork listener: master + 2 workers) -----------------------
 CURL_MAX=8
 start_nginx server sdp on 2
@@ -107,7 +91,7 @@ W=$BG_PID
 sleep 1
 # Both samplers at once: one after the other, on a loaded host, the second
 # could start after wrk's 3 s were over and see nothing.
-sample_workers_sdp "$SRV" 1 >"$TMP/nw" &
+children_sdp_peak "$SRV" 1 >"$TMP/nw" &
 NWS=$!
 N=$(sample_sdp "$W" 1)
 wait "$NWS"
