@@ -19,36 +19,33 @@ else
 	exit 1
 fi
 
+# caught N WHAT PATTERN: the check fails on the copy in $TMP and names the
+# fault (PATTERN in its output).
+caught() {
+	if python3 "$SRC/scripts/layers.py" "$TMP" >"$TMP/out" 2>&1; then
+		echo "not ok $1 - $2 passed the check"
+		exit 1
+	fi
+	if grep -q "$3" "$TMP/out"; then
+		echo "ok $1 - $2 fails the check"
+	else
+		echo "not ok $1 - the check failed on $2 without naming it:"
+		sed 's/^/# /' "$TMP/out"
+		exit 1
+	fi
+}
+
 # The check must see an edge it exists for: the transport reaching up into
 # the engine.
 cp -r "$SRC/src" "$SRC/tools" "$TMP/"
 f="$TMP/src/transport/shm/shm_qp.c"
 sed -i '0,/^#include "/s//#include "engine\/conn.h"\n#include "/' "$f"
-if python3 "$SRC/scripts/layers.py" "$TMP" >"$TMP/out" 2>&1; then
-	echo "not ok 2 - an include of engine/ from transport/ passed the check"
-	exit 1
-fi
-if grep -q "transport -> engine does not point down" "$TMP/out"; then
-	echo "ok 2 - an include of engine/ from transport/ fails the check"
-else
-	echo "not ok 2 - the check failed without naming the upward edge:"
-	sed 's/^/# /' "$TMP/out"
-	exit 1
-fi
+caught 2 "an include of engine/ from transport/" \
+	"transport -> engine does not point down"
 
-# And a call below socket/ that would go through the socket switch.
-printf '\nstatic void stray(int fd) { (void)send(fd, "", 1, 0); }\n' \
-	>>"$TMP/src/transport/shm/shm_qp.c"
-sed -i '0,/^#include "engine\/conn.h"$/{/^#include "engine\/conn.h"$/d}' \
-	"$TMP/src/transport/shm/shm_qp.c"
-if python3 "$SRC/scripts/layers.py" "$TMP" >"$TMP/out" 2>&1; then
-	echo "not ok 3 - a call of send() from transport/ passed the check"
-	exit 1
-fi
-if grep -q "calls send() by its interposed name" "$TMP/out"; then
-	echo "ok 3 - a call of send() from transport/ fails the check"
-else
-	echo "not ok 3 - the check failed without naming the call:"
-	sed 's/^/# /' "$TMP/out"
-	exit 1
-fi
+# And, that include gone, a call below socket/ that would go through the
+# socket switch.
+sed -i '0,/^#include "engine\/conn.h"$/{/^#include "engine\/conn.h"$/d}' "$f"
+printf '\nstatic void stray(int fd) { (void)send(fd, "", 1, 0); }\n' >>"$f"
+caught 3 "a call of send() from transport/" \
+	"calls send() by its interposed name"
