@@ -98,9 +98,11 @@ int sdp_real_init(void)
 
 int sdp_close(int fd)
 {
-	if (sdp_real_init() < 0 && !glibc_close) {
+	/* Resolved by real_ctor; only a C library without close() leaves
+	 * it unset. */
+	if (!glibc_close) {
 		sdp_fd_internal_closing(fd);
 		return (int)syscall(SYS_close, fd);
 	}
-	return sdp_real.close(fd);
+	return close_own(fd);
 }
