@@ -24,23 +24,28 @@ __thread uint64_t sdp_appwake_sleep_id;
 
 int sdp_appwake_set_sleeps_locked(const struct sdp_conn *c)
 {
-	return c->ep_sleepers ||
-	       (c->ep_word >= 0 && sdp_wakeword_sleeping(c->ep_word));
+	return (c->ready && c->ready->user.sleepers) ||
+	       (c->wake_word >= 0 && sdp_wakeword_sleeping(c->wake_word));
 }
 
 int sdp_appwake_user_locked(const struct sdp_conn *c)
 {
-	return c->ready_user && !sdp_appwake_set_sleeps_locked(c);
+	return c->ready && c->ready->user.on &&
+	       !sdp_appwake_set_sleeps_locked(c);
 }
 
 /* The transport's quiet arm is keyed to the set's word (or not). */
 static void armed_word(struct sdp_conn *c, int quiet)
 {
-	int w = quiet ? c->ep_word : -1;
+	int w = quiet ? c->wake_word : -1;
 
-	if (atomic_load_explicit(&c->ep_armed_word, memory_order_relaxed) != w)
-		atomic_store_explicit(&c->ep_armed_word, w,
-				      memory_order_relaxed);
+	if (atomic_load_explicit(&c->armed_word, memory_order_relaxed) != w)
+		atomic_store_explicit(&c->armed_word, w, memory_order_relaxed);
+}
+
+int sdp_appwake_armed_word(const struct sdp_conn *c)
+{
+	return atomic_load_explicit(&c->armed_word, memory_order_relaxed);
 }
 
 int sdp_appwake_word_locked(struct sdp_conn *c, int handle)
@@ -49,11 +54,11 @@ int sdp_appwake_word_locked(struct sdp_conn *c, int handle)
 
 	/* The peer gets our wake page with our readiness descriptor: not
 	 * shared yet, ask again at the next look. */
-	if (c->ep_word_of == handle || !c->app_fd_shared)
+	if (c->wake_word_of == handle || !c->app_fd_shared)
 		return 0;
-	c->ep_word_of = handle;
-	c->ep_word = tp && tp->app_word(c->qp, handle) ?
-		     handle : -1;
+	c->wake_word_of = handle;
+	c->wake_word = tp && tp->app_word(c->qp, handle) ? handle : -1;
+	c->app_quiet = 0;	/* re-made with the word by the next update */
 	return 1;
 }
 
@@ -149,9 +154,10 @@ const _Atomic uint32_t *sdp_appwake_arrivals_locked(struct sdp_conn *c)
 	return tp ? tp->app_arrivals(c->qp) : NULL;
 }
 
-int sdp_appwake_quiet_locked(struct sdp_conn *c)
+int sdp_appwake_quiet_idle_locked(struct sdp_conn *c)
 {
-	return appwake_ops(c)->app_arm(c->qp, SDP_APP_ARM_QUIET);
+	return c->app_armed && c->app_quiet &&
+	       appwake_ops(c)->app_arm(c->qp, SDP_APP_ARM_QUIET) == 0;
 }
 
 int sdp_appwake_sleep_begin(void)

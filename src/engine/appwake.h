@@ -30,8 +30,10 @@ int sdp_appwake_user_locked(const struct sdp_conn *c);
 int sdp_appwake_set_sleeps_locked(const struct sdp_conn *c);
 /* The connection's epoll set has wake word `handle` (-1: none; socket/
  * epfast.c): quiet arms defer to it where the transport can.  Returns 1
- * if that changed (re-arm: a readiness update does). */
+ * if that changed (the next readiness update re-arms with it). */
 int sdp_appwake_word_locked(struct sdp_conn *c, int handle);
+/* Without the lock: the word the quiet arm is keyed to now, or -1. */
+int sdp_appwake_armed_word(const struct sdp_conn *c);
 
 /* Before computing readiness: take back the arm.  Returns 1 if the peer
  * consumed it: its byte is accounted as a readable token, and the message
@@ -52,9 +54,10 @@ int sdp_appwake_capable_locked(const struct sdp_conn *c);
 /* The counter the transport moves for every message that arrives, or NULL
  * (transport.h app_arrivals). */
 const _Atomic uint32_t *sdp_appwake_arrivals_locked(struct sdp_conn *c);
-/* Re-make the quiet arm: 0 if armed with nothing waiting (transport.h
- * app_arm, SDP_APP_ARM_QUIET). */
-int sdp_appwake_quiet_locked(struct sdp_conn *c);
+/* Quietly armed, and the arm re-made with nothing waiting in the ring
+ * (transport.h app_arm, SDP_APP_ARM_QUIET): nothing new since the last
+ * look. */
+int sdp_appwake_quiet_idle_locked(struct sdp_conn *c);
 /* An application thread goes to sleep in the kernel (a token for _end), is
  * back, or looks in user space: the transports that need to know
  * (multi.h). */

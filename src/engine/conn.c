@@ -200,8 +200,8 @@ int sdp_conn_alloc(struct sdp_conn **out)
 	c->zc_mode_tx = SDP_MODE_COMBINED;
 	c->zc_mode_rx = SDP_MODE_COMBINED;
 	c->zc_peer_max_adverts = 1;	/* until the Hello says more */
-	c->ep_word = c->ep_word_of = -1;
-	atomic_init(&c->ep_armed_word, -1);
+	c->wake_word = c->wake_word_of = -1;
+	atomic_init(&c->armed_word, -1);
 	c->owner_slot = sdp_owner_alloc();
 	sdp_handover_init();
 	all_add(c);
@@ -255,6 +255,8 @@ void sdp_conn_detach(struct sdp_conn *c, struct sdp_ready *r)
 		 * uses it gets EBADFD, as while we held it. */
 		*kept = *r;
 		kept->app_fd = -1;
+		/* Nothing here watches it in user space any more. */
+		kept->user = (struct sdp_ready_user){ .off = 1 };
 		r->lib_fd = -1;
 		c->ready_kept = kept;
 		c->ready = kept;
@@ -692,13 +694,15 @@ __thread int sdp_in_progress_thread;
  * EOF and errors always go to the kernel: they are rare and permanent. */
 static unsigned ready_kernel_mask(const struct sdp_conn *c, unsigned m)
 {
-	if ((m & (SDP_READY_EOF | SDP_READY_ERR)) || !c->ready_user)
+	const struct sdp_ready_user *u = &c->ready->user;
+
+	if ((m & (SDP_READY_EOF | SDP_READY_ERR)) || !u->on)
 		return m;
 	/* An application thread sleeps in the kernel: mirror, except data
 	 * whose edge an EPOLLET registration (the only observer) has had:
 	 * a byte now would be a second edge for the same arrival. */
 	if (sdp_appwake_set_sleeps_locked(c) &&
-	    !(c->ep_et && c->rx_end == c->ep_seen_end))
+	    !(u->et && c->rx_end == u->seen_end))
 		return m;
 	return m & ~(unsigned)(SDP_READY_IN | SDP_READY_PULSE);
 }
@@ -710,14 +714,16 @@ void sdp_conn_update_ready_locked(struct sdp_conn *c)
 
 	/* Whatever changed, epoll_wait must look again (socket/epfast.c),
 	 * and a thread that adds itself to the set's wake word and then
-	 * finds ep_idle still set is seen below as asleep (wakeword.h):
+	 * finds user.idle still set is seen below as asleep (wakeword.h):
 	 * store, fence, load, against its add, fence, load.  Found clear
 	 * (under the lock that conn_check() sets it under), it stays clear
 	 * until the next look, so no sleeper can pass it: no fence, which
 	 * costs the send path the drain of its copy's stores. */
-	if (atomic_load_explicit(&c->ep_idle, memory_order_relaxed)) {
-		atomic_store_explicit(&c->ep_idle, 0, memory_order_release);
-		if (c->ep_word >= 0)
+	if (c->ready &&
+	    atomic_load_explicit(&c->ready->user.idle, memory_order_relaxed)) {
+		atomic_store_explicit(&c->ready->user.idle, 0,
+				      memory_order_release);
+		if (c->wake_word >= 0)
 			atomic_thread_fence(memory_order_seq_cst);
 	}
 

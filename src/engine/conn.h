@@ -274,43 +274,24 @@ struct sdp_conn {
 	 * than "SO_LINGER 0" or "unread data" (the exec relay). */
 	enum sdp_reason close_reason;
 	struct sdp_ready *ready;	/* app fd mirror; NULL once orphaned */
-	unsigned app_fd_shared:1;	/* ready->lib_fd handed to the peer */
 	unsigned peer_takes_tcp:1;	/* active open: the listener said it
 					 * takes kernel TCP too (SDP_CM_F_*) */
 	unsigned active_open_done:1;	/* active open: it got established */
-	unsigned app_armed:1;		/* peer may wake the app (appwake.h) */
-	unsigned appwake_off:1;		/* not for this connection any more */
 	unsigned ready_defer:1;		/* inside an app call: mirror at its end */
-	/* User-space readiness (socket/epfast.c): the application's epoll
-	 * set is checked by the library before the kernel's, so "readable"
-	 * is not mirrored into the kernel unless an application thread
-	 * sleeps in the kernel on its set (ep_sleepers). */
-	unsigned ready_user:1;
-	unsigned ready_user_off:1;	/* demoted for good (fork, nesting) */
+	/* Application wake-up (appwake.c): the transport's arm, and the
+	 * epoll set's wake word it is keyed to. */
+	unsigned app_fd_shared:1;	/* ready->lib_fd handed to the peer */
+	unsigned app_armed:1;		/* peer may wake the app */
 	unsigned app_quiet:1;		/* armed with SDP_APP_ARM_QUIET */
-	unsigned ep_et:1;		/* its registration is EPOLLET */
-	uint64_t ep_seen_end;		/* rx_end at the last EPOLLET report */
-	/* Threads asleep in the kernel's epoll_wait on the (one) set this
-	 * connection is registered in: while nonzero, "readable" is
-	 * mirrored and arms are loud.  Per connection, not per process: a
-	 * multi-threaded event loop (wrk: a set per thread) would otherwise
-	 * have every thread's connections armed loudly whenever one thread
-	 * sleeps, and pay a byte and its drain per message. */
-	int ep_sleepers;
-	/* The wake word of the connection's epoll set (transport/wakeword.h)
-	 * while its transport can use it, else -1; ep_word_of: the set's
-	 * handle last offered to the transport. */
-	int ep_word, ep_word_of;
-	/* Read by epoll_wait without the lock: the handle the transport's
+	unsigned appwake_off:1;		/* not for this connection any more */
+	/* The wake word (transport/wakeword.h) of the epoll set the
+	 * application watches this connection in, while its transport can
+	 * use it, else -1; wake_word_of: the set's handle last offered. */
+	int wake_word, wake_word_of;
+	/* Read by epoll_wait without the lock: the word the transport's
 	 * quiet arm is keyed to now, or -1.  A connection so armed needs no
 	 * arm of its own before its set sleeps. */
-	_Atomic int ep_armed_word;
-	/* Read by epoll_wait without the lock: the connection had nothing
-	 * to report when the peer's arrival counter (*ep_arrivals) read
-	 * (uint32_t)ep_idle; bit 32 set.  0: look under the lock.  Cleared
-	 * by every readiness update (sdp_conn_update_ready_locked). */
-	_Atomic uint64_t ep_idle;
-	const _Atomic uint32_t *_Atomic ep_arrivals;
+	_Atomic int armed_word;
 	struct sdp_conn *next, *prev;	/* progress registry list */
 	struct sdp_conn *all_next, *all_prev;	/* every connection here */
 	struct sdp_conn *timer_next;	/* progress timer list */

@@ -23,7 +23,35 @@
 #ifndef SDP_READINESS_H
 #define SDP_READINESS_H
 
+#include <stdatomic.h>
 #include <stdint.h>
+
+/*
+ * User-space readiness (socket/epfast.c): the layer above reports
+ * "readable" for an epoll set from user space instead of through the
+ * kernel mirror.  The socket layer owns and writes these fields, under the
+ * connection's lock unless noted; the engine reads them to decide what to
+ * mirror into the kernel and how loudly to arm, and clears `idle` at every
+ * readiness update.
+ */
+struct sdp_ready_user {
+	unsigned on:1;		/* "readable" reported from user space */
+	unsigned off:1;		/* never again (fork, nesting, dup) */
+	unsigned et:1;		/* its registration is EPOLLET */
+	uint64_t seen_end;	/* rx_end at the last EPOLLET report */
+	/* Threads asleep in the kernel's epoll_wait on the (one) set this
+	 * connection is registered in: while nonzero, "readable" is
+	 * mirrored and arms are loud.  Per connection, not per process: a
+	 * multi-threaded event loop (wrk: a set per thread) would otherwise
+	 * have every thread's connections armed loudly whenever one thread
+	 * sleeps, and pay a byte and its drain per message. */
+	int sleepers;
+	/* Read by epoll_wait without the lock: the connection had nothing
+	 * to report when the peer's arrival counter (*arrivals) read
+	 * (uint32_t)idle; bit 32 set.  0: look under the lock. */
+	_Atomic uint64_t idle;
+	const _Atomic uint32_t *_Atomic arrivals;
+};
 
 struct sdp_ready {
 	int app_fd;		/* what the application holds */
@@ -38,6 +66,7 @@ struct sdp_ready {
 	unsigned sndbuf_small:1; /* app_fd's send buffer shrunk */
 	unsigned tokens;	/* readable bytes queued or in flight to
 				 * app_fd: ours, and the peer's (appwake) */
+	struct sdp_ready_user user;
 };
 
 enum {

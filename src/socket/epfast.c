@@ -8,14 +8,14 @@
  * keeps, per epoll descriptor, the SDP connections registered in it
  * (through the interposed epoll_ctl), and the interposed epoll_wait looks
  * at them in user space first.  A connection handled this way is in
- * "user-space readiness" (conn->ready_user): while the application runs,
+ * "user-space readiness" (ready.user.on, engine/readiness.h): while the application runs,
  * "readable" is not mirrored into the kernel at all, and the peer's
  * solicited sends cost no syscall (the quiet arm, SDP_APP_ARM_QUIET).
  * Only when epoll_wait is about to sleep does the peer need to write the
  * readiness byte that wakes the kernel's epoll: the set's wake word
  * (transport/wakeword.h) says so for every connection whose quiet arm is
  * keyed to it, in one store; any other connection is counted in
- * (conn->ep_sleepers) and brought back to the kernel mirror with a loud
+ * (ready.user.sleepers) and brought back to the kernel mirror with a loud
  * arm, undone when the wait wakes.  Every eligible connection of the set
  * is looked at, however many: a connection left out would cost the peer a
  * byte per message.
@@ -153,12 +153,14 @@ static void ep_init(void)
 
 /* ---- demotion -------------------------------------------------------------- */
 
-static void conn_demote(struct sdp_conn *c)
+static void conn_demote(struct sdp_sock *s, struct sdp_conn *c)
 {
+	struct sdp_ready_user *u = &s->ready.user;
+
 	pthread_mutex_lock(&c->lock);
-	c->ready_user_off = 1;
-	if (c->ready_user) {
-		c->ready_user = 0;
+	u->off = 1;
+	if (u->on) {
+		u->on = 0;
 		/* Mirror "readable" now, and arm loudly. */
 		sdp_conn_update_ready_locked(c);
 	}
@@ -189,7 +191,7 @@ static void sock_demote(struct sdp_sock *s)
 	sdp_epfast_conns_changed();	/* out of every snapshot */
 	c = sock_conn(s);
 	if (c) {
-		conn_demote(c);
+		conn_demote(s, c);
 		sdp_conn_put(c);
 	}
 }
@@ -197,12 +199,7 @@ static void sock_demote(struct sdp_sock *s)
 /* The registration changed: the next epoll_wait looks under the lock. */
 static void sock_relook(struct sdp_sock *s)
 {
-	struct sdp_conn *c = sock_conn(s);
-
-	if (c) {
-		atomic_store(&c->ep_idle, 0);
-		sdp_conn_put(c);
-	}
+	atomic_store(&s->ready.user.idle, 0);
 }
 
 /*
@@ -221,8 +218,8 @@ static void sock_unpromote(struct sdp_sock *s)
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->lock);
-	if (c->ready_user) {
-		c->ready_user = 0;
+	if (s->ready.user.on) {
+		s->ready.user.on = 0;
 		sdp_conn_update_ready_locked(c);
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -461,7 +458,8 @@ SDP_EXPORT int epoll_create1(int flags)
 /* ---- epoll_wait ---------------------------------------------------------------- */
 
 struct snap {
-	struct sdp_conn *c;	/* a reference */
+	struct sdp_sock *s;	/* a reference */
+	struct sdp_conn *c;	/* a reference: s->conn when taken */
 	uint32_t events;
 	epoll_data_t data;
 	int covered;		/* this sleep: armed with the set's word */
@@ -482,8 +480,10 @@ static __thread uint64_t snap_set_gen, snap_conn_gen;
 
 static void snap_drop(void)
 {
-	for (int i = 0; i < snap_n; i++)
+	for (int i = 0; i < snap_n; i++) {
 		sdp_conn_put(snap_buf[i].c);
+		sdp_sock_put(snap_buf[i].s);
+	}
 	snap_n = 0;
 	snap_ep = -1;
 }
@@ -572,7 +572,8 @@ static int snapshot(int ep, int *word)
 		c = sock_conn(e->s);
 		if (!c)
 			continue;
-		out[n++] = (struct snap){ c, e->events, e->data, 0 };
+		atomic_fetch_add(&e->s->refs, 1);
+		out[n++] = (struct snap){ e->s, c, e->events, e->data, 0 };
 	}
 	snap_n = n;
 	snap_ep = ep;
@@ -583,9 +584,10 @@ static int snapshot(int ep, int *word)
 	return n;
 }
 
-static int promotable_locked(const struct sdp_conn *c)
+static int promotable_locked(const struct sdp_sock *s,
+			     const struct sdp_conn *c)
 {
-	if (c->ready_user_off || !c->ready || c->ready->lib_fd < 0 ||
+	if (s->ready.user.off || c->ready != &s->ready || s->ready.lib_fd < 0 ||
 	    c->orphan || c->detached || c->appwake_off || !c->qp ||
 	    c->state != SDP_ST_ESTABLISHED || !sdp_owner_is_me(c->owner_slot))
 		return 0;
@@ -594,16 +596,17 @@ static int promotable_locked(const struct sdp_conn *c)
 
 /* Nothing new since the connection was last found with nothing to
  * report: the peer's arrival counter has not moved and no readiness
- * update came in between (conn.h ep_idle).  Lock-free, so that a loop with
+ * update came in between (engine/readiness.h user.idle).  Lock-free, so that a loop with
  * many quiet connections pays a load or two per connection per look, not a
  * lock and the transport's ring.  A message this misses (published just
  * now, the peer seeing the quiet arm) is the next look's, or the loud
  * arm's before any sleep. */
-static int conn_idle(struct sdp_conn *c)
+static int conn_idle(const struct snap *sn)
 {
+	struct sdp_ready_user *u = &sn->s->ready.user;
 	const _Atomic uint32_t *arr =
-		atomic_load_explicit(&c->ep_arrivals, memory_order_acquire);
-	uint64_t idle = atomic_load_explicit(&c->ep_idle, memory_order_acquire);
+		atomic_load_explicit(&u->arrivals, memory_order_acquire);
+	uint64_t idle = atomic_load_explicit(&u->idle, memory_order_acquire);
 
 	return idle && arr &&
 	       (uint32_t)idle == atomic_load_explicit(arr, memory_order_acquire);
@@ -614,11 +617,12 @@ static int conn_idle(struct sdp_conn *c)
 static int conn_check(struct snap *sn, int word)
 {
 	struct sdp_conn *c = sn->c;
+	struct sdp_ready_user *u = &sn->s->ready.user;
 	const _Atomic uint32_t *arr;
 	uint32_t arrivals;
 	int due = 0;
 
-	if (conn_idle(c))
+	if (conn_idle(sn))
 		return 0;
 	pthread_mutex_lock(&c->lock);
 	if (!sdp_owner_is_me(c->owner_slot)) {
@@ -627,42 +631,41 @@ static int conn_check(struct snap *sn, int word)
 		pthread_mutex_unlock(&c->lock);
 		return 0;
 	}
-	if (!c->ready_user) {
-		if (!promotable_locked(c)) {
+	if (!u->on) {
+		if (!promotable_locked(sn->s, c)) {
 			pthread_mutex_unlock(&c->lock);
 			return 0;
 		}
-		c->ready_user = 1;
+		u->on = 1;
 		/* Take "readable" out of the kernel (a drain, once). */
 		sdp_conn_update_ready_locked(c);
 	}
-	arr = atomic_load_explicit(&c->ep_arrivals, memory_order_relaxed);
+	arr = atomic_load_explicit(&u->arrivals, memory_order_relaxed);
 	if (!arr) {
 		arr = sdp_appwake_arrivals_locked(c);
-		atomic_store_explicit(&c->ep_arrivals, arr, memory_order_release);
+		atomic_store_explicit(&u->arrivals, arr, memory_order_release);
 	}
 	/* Read before looking: a message after this moves the counter. */
 	arrivals = arr ? atomic_load(arr) : 0;
-	c->ep_et = !!(sn->events & EPOLLET);
+	u->et = !!(sn->events & EPOLLET);
 	/* A new set, or the first look: its word keys the quiet arm, which
 	 * the readiness update of the full path below re-makes. */
-	if (c->ready_user && sdp_appwake_word_locked(c, word))
-		c->app_quiet = 0;
+	if (u->on)
+		sdp_appwake_word_locked(c, word);
 	/* Quietly armed and nothing waiting in the ring: nothing new since
 	 * the connection was last looked at, no lock-step progress needed. */
-	if (!(c->app_armed && c->app_quiet &&
-	      sdp_appwake_quiet_locked(c) == 0))
+	if (!sdp_appwake_quiet_idle_locked(c))
 		sdp_conn_progress_locked(c);
-	if (c->ready_user && sdp_conn_rx_avail_locked(c) > 0 &&
-	    (!(sn->events & EPOLLET) || c->ep_seen_end != c->rx_end)) {
-		c->ep_seen_end = c->rx_end;
+	if (u->on && sdp_conn_rx_avail_locked(c) > 0 &&
+	    (!(sn->events & EPOLLET) || u->seen_end != c->rx_end)) {
+		u->seen_end = c->rx_end;
 		due = 1;
 	}
 	/* Level-triggered: nothing unread.  Edge-triggered: no arrival
 	 * since the last report.  Either way only a message or a readiness
 	 * update can change that. */
-	if (!due && c->ready_user && arr)
-		atomic_store_explicit(&c->ep_idle, (1ull << 32) | arrivals,
+	if (!due && u->on && arr)
+		atomic_store_explicit(&u->idle, (1ull << 32) | arrivals,
 				      memory_order_release);
 	pthread_mutex_unlock(&c->lock);
 	return due;
@@ -670,21 +673,26 @@ static int conn_check(struct snap *sn, int word)
 
 /* Going to sleep in the kernel (+1) or back from it (-1): the
  * connection's kernel mirror follows its count of sleepers. */
-static void conn_resync(struct sdp_conn *c, int sleeping)
+static void conn_resync(const struct snap *sn, int sleeping)
 {
+	struct sdp_conn *c = sn->c;
+	struct sdp_ready_user *u = &sn->s->ready.user;
+
 	pthread_mutex_lock(&c->lock);
-	c->ep_sleepers += sleeping;
-	if (c->ready_user)
+	u->sleepers += sleeping;
+	if (u->on)
 		sdp_conn_update_ready_locked(c);
 	pthread_mutex_unlock(&c->lock);
 }
 
 /* The kernel reported this registration after a sleep: its arrival has
  * had its edge. */
-static void conn_seen(struct sdp_conn *c)
+static void conn_seen(const struct snap *sn)
 {
+	struct sdp_conn *c = sn->c;
+
 	pthread_mutex_lock(&c->lock);
-	c->ep_seen_end = c->rx_end;
+	sn->s->ready.user.seen_end = c->rx_end;
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -839,14 +847,11 @@ static int sleep_begin(struct snap *sn, int n, int word)
 	sdp_appwake_sleep_id = ((uint64_t)ep_pid << 32) |
 			       (uint32_t)atomic_fetch_add(&ep_waits, 1);
 	for (i = 0; i < n && !news; i++) {
-		struct sdp_conn *c = sn[i].c;
-
 		sn[i].covered = word >= 0 &&
-			atomic_load_explicit(&c->ep_armed_word,
-					     memory_order_relaxed) == word;
+				sdp_appwake_armed_word(sn[i].c) == word;
 		if (!sn[i].covered)
-			conn_resync(c, 1);
-		else if (!conn_idle(c))
+			conn_resync(&sn[i], 1);
+		else if (!conn_idle(&sn[i]))
 			news = 1;
 	}
 	sdp_appwake_sleep_id = 0;
@@ -854,7 +859,7 @@ static int sleep_begin(struct snap *sn, int n, int word)
 		return 1;
 	while (i-- > 0)
 		if (!sn[i].covered)
-			conn_resync(sn[i].c, -1);
+			conn_resync(&sn[i], -1);
 	sdp_appwake_set_word_sleep(word, -1);
 	return 0;
 }
@@ -863,11 +868,13 @@ static int sleep_begin(struct snap *sn, int n, int word)
  * message in now (the update disarms, which accounts for the byte, and
  * re-arms with the word, the set being awake), so that the kernel mirror
  * holds nothing stale; the kernel's report was its edge. */
-static void covered_seen(struct sdp_conn *c)
+static void covered_seen(const struct snap *sn)
 {
+	struct sdp_conn *c = sn->c;
+
 	pthread_mutex_lock(&c->lock);
 	sdp_conn_update_ready_locked(c);
-	c->ep_seen_end = c->rx_end;
+	sn->s->ready.user.seen_end = c->rx_end;
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -889,12 +896,12 @@ static void sleep_end(struct snap *sn, int n, int word,
 			 * when the connection is next looked at (its
 			 * arrival counter moved; conn_check). */
 			if (seen)
-				covered_seen(sn[i].c);
+				covered_seen(&sn[i]);
 			continue;
 		}
 		if (seen)
-			conn_seen(sn[i].c);
-		conn_resync(sn[i].c, -1);
+			conn_seen(&sn[i]);
+		conn_resync(&sn[i], -1);
 	}
 }
 
