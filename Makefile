@@ -45,7 +45,7 @@ test: build build-asan build-tsan deps-deb
 # in such a child ("starting new threads after multi-threaded fork is not
 # supported"), so the child's progress thread never runs; and the real
 # programs, which are not built with TSan.
-TSAN_TESTS := ^unit/|^itest/(stream|halfclose|many|zcopy|fallback)|^switch/stream
+TSAN_TESTS := ^unit/|^itest/(stream|halfclose|many|zcopy|fallback)|^switch/stream|^(itest|switch)/semantics$$
 test-tsan: build-tsan
 	@SDP_TEST_SANITIZER=tsan SDP_TEST_FILTER='$(TSAN_TESTS)' tests/run.sh $(BUILD_TSAN)
 

@@ -87,10 +87,19 @@ void sdp_sock_put(struct sdp_sock *s)
  */
 static int others_hold(const struct sdp_sock *s)
 {
-	struct pollfd p = { .fd = s->ready.lib_fd, .events = POLLRDHUP };
+	struct sdp_conn *c = s->conn;
+	struct pollfd p = { .fd = -1, .events = POLLRDHUP };
+	int held;
 
-	if (p.fd >= 0 && poll(&p, 1, 0) >= 0 &&
-	    !(p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+	/* A reset closes our end under the connection's lock (engine/
+	 * readiness.c): looked at under it, the number is still ours and
+	 * not a descriptor that reused it. */
+	pthread_mutex_lock(&c->lock);
+	p.fd = s->ready.lib_fd;
+	held = p.fd >= 0 && sdp_real.poll(&p, 1, 0) >= 0 &&
+	       !(p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+	pthread_mutex_unlock(&c->lock);
+	if (held)
 		return 1;
 	/* A process that has the connection relayed for its new image
 	 * (relay.h) drops its copies only once the relay is accepted: asked
@@ -1002,15 +1011,24 @@ SDP_EXPORT int getsockname(int fd, struct sockaddr *sa, socklen_t *len)
 		return sdp_ret(-EFAULT);
 	}
 	pthread_mutex_lock(&s->lock);
-	if (s->kind == SDP_SK_CONN && s->conn->addr.local_len) {
-		a = s->conn->addr.local;
-		alen = s->conn->addr.local_len;
+	alen = 0;
+	if (s->kind == SDP_SK_CONN) {
+		/* The progress thread fills the addresses in as the
+		 * connection is established: read them under its lock. */
+		struct sdp_conn *c = s->conn;
+
+		pthread_mutex_lock(&c->lock);
+		if (c->addr.local_len) {
+			a = c->addr.local;
+			alen = c->addr.local_len;
+		}
+		pthread_mutex_unlock(&c->lock);
 	} else if (s->kind == SDP_SK_BOUND || s->kind == SDP_SK_LISTEN) {
 		a = s->local;
 		alen = s->local_len;
-	} else {
-		wildcard(s, &a, &alen);
 	}
+	if (!alen)
+		wildcard(s, &a, &alen);
 	pthread_mutex_unlock(&s->lock);
 	copy_addr(&a, alen, sa, len);
 	sdp_sock_put(s);

@@ -19,7 +19,8 @@ struct blocked_call {
 };
 
 /* A handler that holds until the main thread lets it go. */
-static volatile sig_atomic_t hold_in, hold_release;
+/* Atomic: the handler runs on another thread than the one that waits. */
+static _Atomic int hold_in, hold_release;
 
 static void on_hold_signal(int sig)
 {
@@ -108,6 +109,12 @@ static int t_cancel_blocked(void)
 {
 #ifdef __SANITIZE_ADDRESS__
 	SKIP("ASan cannot follow a thread cancellation's unwinding");
+#endif
+#ifdef __SANITIZE_THREAD__
+	/* A thread cancelled inside an intercepted blocking call unwinds
+	 * with TSan still inside its interceptor: the locks its key
+	 * destructors take are not seen, and their writes show as races. */
+	SKIP("TSan cannot follow a cancellation out of a blocking call");
 #endif
 	int under_sdp = dlsym(RTLD_DEFAULT, "sdp_version") != NULL;
 	pthread_t th;

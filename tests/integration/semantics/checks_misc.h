@@ -526,6 +526,9 @@ static int t_dup(void)
 
 static int t_fork_inherit(void)
 {
+#ifdef __SANITIZE_THREAD__
+	SKIP("TSan cannot start threads in the child of a threaded process");
+#endif
 	int c, s;
 	PAIR(c, s);
 	fflush(NULL);
@@ -638,6 +641,9 @@ static int t_close_everything(void)
  * must leave the parent's sockets alone. */
 static int t_vfork_child_closes(void)
 {
+#ifdef __SANITIZE_THREAD__
+	SKIP("TSan cannot run a vfork child");
+#endif
 	int c, s;
 	PAIR(c, s);
 	pid_t p = vfork();
