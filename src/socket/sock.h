@@ -79,6 +79,7 @@ struct sdp_sock {
 	struct sdp_sock *lsn_next;	/* listeners (fork handling) */
 	unsigned lsn_tracked:1;
 	unsigned share_failed:1;	/* transport cannot share: see switch.c */
+	unsigned shadow_bound:1;	/* the application bound the shadow */
 
 	/* User-space readiness (epfast.c), under its ep_lock. */
 	int ep_regs;		/* epoll registrations known */
@@ -119,6 +120,8 @@ void sdp_lsnfd_release(struct sdp_sock *s);
  * (socket.c); 1 if it handled the call, *so_error (errno) to report. */
 int sdp_sock_late_fallback(struct sdp_sock *s, int fd, int *so_error);
 /* The SDP attempt failed with `sdp_err` for `reason` (conn.h): maybe TCP. */
+/* The SDP connect of a "both" socket succeeded (switch.c). */
+void sdp_switch_connected(struct sdp_sock *s);
 int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
 				const struct sockaddr *sa, socklen_t len,
 				int sdp_err, enum sdp_reason reason);

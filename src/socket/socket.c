@@ -717,6 +717,8 @@ SDP_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	if (r < 0 && r != -EINPROGRESS && r != -EINTR && s->switched &&
 	    s->shadow >= 0 && s->may_fallback)
 		r = switch_fallback(s, fd, sa, len, r);
+	else if (r == 0 && s->switched)
+		sdp_switch_connected(s);
 out:
 	sdp_sock_put(s);
 	sdp_cancel_leave(r, 1);
@@ -768,7 +770,7 @@ static int switch_fallback(struct sdp_sock *s, int fd, const struct sockaddr *sa
 int sdp_sock_late_fallback(struct sdp_sock *s, int fd, int *so_error)
 {
 	struct sdp_conn *c;
-	int err = 0, r;
+	int err = 0, r, up = 0;
 	socklen_t l = sizeof(*so_error);
 
 	if (!s->switched || s->shadow < 0 || !s->may_fallback ||
@@ -781,9 +783,12 @@ int sdp_sock_late_fallback(struct sdp_sock *s, int fd, int *so_error)
 		sdp_conn_progress_locked(c);
 		if (c->state == SDP_ST_RESET && never_connected(c))
 			err = c->so_error;
+		up = c->active_open_done;
 		pthread_mutex_unlock(&c->lock);
 	}
 	pthread_mutex_unlock(&s->lock);
+	if (up)
+		sdp_switch_connected(s);
 	if (!err)
 		return 0;
 	r = switch_fallback(s, fd, (struct sockaddr *)&s->fb_dst,

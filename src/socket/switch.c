@@ -346,6 +346,7 @@ int sdp_switch_bind(struct sdp_sock *s, int fd, const struct sockaddr *sa,
 		r = -errno;
 		goto out;
 	}
+	s->shadow_bound = 1;
 	r = shadow_addr(s, &ss, &sl);
 	if (r == 0)
 		r = sdp_bind_locked(s, (struct sockaddr *)&ss, sl);
@@ -590,6 +591,25 @@ int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
 	    (r == 0 || (r == -EINPROGRESS && connected(fd))))
 		sdp_destmemo_refused(sa, len, sdp_now_ns());
 	return r;
+}
+
+/* Nothing falls back once the SDP connect succeeded: the kernel socket
+ * kept for it goes (a descriptor less per connection), unless it holds
+ * the port the application bound, which kernel TCP must go on seeing
+ * taken.  An unbound SDP client's port is in its own namespace
+ * (transport/shm/shm_portspace.c), not the kernel's. */
+void sdp_switch_connected(struct sdp_sock *s)
+{
+	int fd = -1;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->switched && !s->shadow_bound && s->kind == SDP_SK_CONN) {
+		fd = s->shadow;
+		s->shadow = -1;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (fd >= 0)
+		sdp_real.close(fd);
 }
 
 void sdp_switch_conn_closing(struct sdp_sock *s)

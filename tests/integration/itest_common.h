@@ -20,6 +20,7 @@
 #define ITEST_COMMON_H
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -405,6 +406,20 @@ static UNUSED_FN size_t read_full(int fd, void *buf, size_t len, const char *wha
 }
 
 /* ---- time ---------------------------------------------------------------- */
+
+/* The descriptors this process has open. */
+static UNUSED_FN long count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	long n = 0;
+
+	if (!d)
+		DIE_ERRNO("opendir(/proc/self/fd)");
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n - 3; /* ".", ".." and the directory's own descriptor */
+}
 
 static UNUSED_FN double now_sec(void)
 {

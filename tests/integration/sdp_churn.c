@@ -13,7 +13,6 @@
  * connection's handshake), so the end census waits, bounded, for the
  * descriptors and mappings to come back to the warm-up's.
  */
-#include <dirent.h>
 #include <malloc.h>
 
 #include "itest_common.h"
@@ -41,19 +40,6 @@ static long opt_n = 100000;
 struct census {
 	long fds, maps, rss_kib;
 };
-
-static long count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	long n = 0;
-
-	if (!d)
-		DIE_ERRNO("opendir(/proc/self/fd)");
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n - 3; /* ".", ".." and the directory's own descriptor */
-}
 
 static long count_lines(const char *path)
 {

@@ -7,12 +7,32 @@
  * connection, the parent verifies each and replies with a checksummed answer
  * derived from it, the child verifies every reply, closes everything, and the
  * parent checks EOF on every connection.  Prints the connect+accept rate.
+ * With --max-fds-per-conn K, each process also fails if the connections,
+ * once they have carried their messages, hold more than K descriptors each
+ * on average, besides a few the process opens once.
  */
 #include "itest_common.h"
 
 #define MSG_LEN 64
 
 static int opt_n = 1000;
+static int opt_max_fds;		/* 0: not checked */
+
+/* What a process opens once, whatever its number of connections (the
+ * progress thread's epoll set and wake-up, the wake page). */
+#define PER_PROCESS_FDS 16
+
+/* The connections' descriptors in this process, against the limit. */
+static void check_fds(const char *who, long before)
+{
+	long n = count_fds() - before - PER_PROCESS_FDS;
+	double per = (double)(n > 0 ? n : 0) / opt_n;
+
+	info("%s: %.2f descriptors per connection", who, per);
+	if (opt_max_fds && per > opt_max_fds)
+		die("%s: %.2f descriptors per connection, more than %d", who,
+		    per, opt_max_fds);
+}
 
 /* message: [0..3] conn number, [4..47] payload, [48..55] reserved,
  * [56..63] checksum of bytes 0..55 */
@@ -44,6 +64,7 @@ static uint32_t check_msg(const unsigned char *m, uint32_t salt, const char *wha
 static int client_main(uint16_t port, void *arg)
 {
 	int *fds = malloc(sizeof(int) * (size_t)opt_n);
+	long fds_before = count_fds();
 	watchdog_arm(60, "client: connecting %d sockets", opt_n);
 	double t0 = now_sec();
 	for (int i = 0; i < opt_n; i++)
@@ -63,6 +84,7 @@ static int client_main(uint16_t port, void *arg)
 		if (idx != (uint32_t)i)
 			die("client: connection %d got the reply meant for connection %u", i, idx);
 	}
+	check_fds("client", fds_before);
 	for (int i = 0; i < opt_n; i++)
 		if (close(fds[i]) < 0)
 			DIE_ERRNO("client close");
@@ -81,8 +103,10 @@ int main(int argc, char **argv)
 				die("bad family '%s'", argv[i]);
 		} else if (!strcmp(argv[i], "--conns") && i + 1 < argc) {
 			opt_n = atoi(argv[++i]);
+		} else if (!strcmp(argv[i], "--max-fds-per-conn") && i + 1 < argc) {
+			opt_max_fds = atoi(argv[++i]);
 		} else {
-			fprintf(stderr, "usage: sdp_many %s [--conns N]\n", family_usage());
+			fprintf(stderr, "usage: sdp_many %s [--conns N] [--max-fds-per-conn K]\n", family_usage());
 			return 2;
 		}
 	}
@@ -98,6 +122,7 @@ int main(int argc, char **argv)
 	child_t ch = spawn_connector(client_main, NULL);
 	uint16_t port;
 	int backlog = opt_n < 4096 ? opt_n : 4096;
+	long fds_before = count_fds();
 	int lfd = make_listener(&port, backlog);
 	double t0 = now_sec();
 	child_go(&ch, port);
@@ -121,6 +146,7 @@ int main(int argc, char **argv)
 		make_msg(m, idx, 0x2222);
 		write_full(fds[i], m, MSG_LEN, "server reply");
 	}
+	check_fds("server", fds_before);
 	for (int i = 0; i < opt_n; i++) {
 		char c;
 		ssize_t n = recv(fds[i], &c, 1, 0);
