@@ -116,10 +116,16 @@ void sdp__shm_wake_owner_nofd(struct shm_ctrl *c, int sock)
 	sdp__shm_wake_owner_seg(c, sock, -1, NULL, 0);
 }
 
-/* News for our own QP.  `force_event` has the progress side service it
- * even when it is not armed (CM events and errors).  The engine's
- * callback, not a descriptor per QP: a connection's only event descriptor
- * is its rendezvous socket (transport.h, "Waiting"). */
+static void evfd_signal(int fd)
+{
+	uint64_t one = 1;
+	ssize_t r = sdp_real.write(fd, &one, sizeof(one));
+
+	(void)r;
+}
+
+/* News for our own QP.  `force_event` makes event_fd readable even when the
+ * progress side is not armed (CM events and errors). */
 void sdp__shm_wake_self(struct shm_qp *qp, bool force_event)
 {
 	struct shm_ctrl *c = qp->me.ctrl;
@@ -127,29 +133,9 @@ void sdp__shm_wake_self(struct shm_qp *qp, bool force_event)
 	atomic_fetch_add(&c->seq, 1);
 	if (atomic_load(&c->waiters))
 		sdp__shm_futex_wake(&c->seq);
-	if ((force_event ||
-	     (atomic_load(&c->armed) && atomic_exchange(&c->armed, 0))) &&
-	    qp->attr.events)
-		qp->attr.events->notify(qp->attr.events_ctx);
-}
-
-static void event_fd_changed(struct shm_qp *qp)
-{
-	if (qp->attr.events)
-		qp->attr.events->fd_changed(qp->attr.events_ctx);
-}
-
-void sdp__shm_sock_watch(struct shm_qp *qp)
-{
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP,
-				  .data.fd = qp->sock };
-
-	if (atomic_exchange(&qp->sock_in_ep, 1))
-		return;
-	if (qp->summon_ep >= 0)
-		sdp_real.epoll_ctl(qp->summon_ep, EPOLL_CTL_ADD, qp->sock, &ev);
-	else
-		event_fd_changed(qp);
+	if (force_event ||
+	    (atomic_load(&c->armed) && atomic_exchange(&c->armed, 0)))
+		evfd_signal(qp->evfd);
 }
 
 void sdp__shm_sock_unwatch(struct shm_qp *qp)
@@ -157,12 +143,8 @@ void sdp__shm_sock_unwatch(struct shm_qp *qp)
 	/* After a hang-up the socket stays readable (EOF) for good; keeping
 	 * it in the epoll set would make a level-triggered progress loop
 	 * spin on a dead connection. */
-	if (!atomic_exchange(&qp->sock_in_ep, 0))
-		return;
-	if (qp->summon_ep >= 0)
-		sdp_real.epoll_ctl(qp->summon_ep, EPOLL_CTL_DEL, qp->sock, NULL);
-	else
-		event_fd_changed(qp);
+	if (atomic_exchange(&qp->sock_in_ep, 0))
+		sdp_real.epoll_ctl(qp->epfd, EPOLL_CTL_DEL, qp->sock, NULL);
 }
 
 static short sock_revents(struct shm_qp *qp, short events)
@@ -262,11 +244,7 @@ void sdp__shm_kick(struct sdp_qp *sq)
 
 int sdp__shm_event_fd(struct sdp_qp *sq)
 {
-	struct shm_qp *qp = SHM_QP(sq);
-
-	if (qp->summon_ep >= 0)
-		return qp->summon_ep;
-	return atomic_load(&qp->sock_in_ep) ? qp->sock : -1;
+	return SHM_QP(sq)->epfd;
 }
 
 static bool work_pending(struct shm_qp *qp)
@@ -301,13 +279,10 @@ int sdp__shm_req_notify(struct sdp_qp *sq)
 void sdp__shm_ack_events(struct sdp_qp *sq)
 {
 	struct shm_qp *qp = SHM_QP(sq);
+	uint64_t v;
+	ssize_t r = sdp_real.read(qp->evfd, &v, sizeof(v));
 
-	if (qp->summon_fd >= 0) {
-		uint64_t v;
-		ssize_t r = sdp_real.read(qp->summon_fd, &v, sizeof(v));
-
-		(void)r;	/* nothing to drain */
-	}
+	(void)r;
 	if (atomic_load(&qp->state) == SHM_ESTABLISHED &&
 	    atomic_load(&qp->sock_in_ep))
 		sdp__shm_read_doorbells(qp);
