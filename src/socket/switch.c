@@ -189,19 +189,26 @@ int sdp_switch_socket(int domain, int type, int protocol)
 	return fd;
 }
 
+/* Both mirrors hold the socket's lock: a connect that succeeds closes
+ * the shadow (sdp_switch_connected), and its number may then be another
+ * descriptor's. */
 void sdp_switch_mirror_sockopt(struct sdp_sock *s, int level, int name,
 			       const void *v, socklen_t len)
 {
 	int saved = errno;
 
-	if (s->switched && s->shadow >= 0)
+	if (!s->switched)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (s->shadow >= 0)
 		sdp_real.setsockopt(s->shadow, level, name, v, len);
+	pthread_mutex_unlock(&s->lock);
 	errno = saved;
 }
 
 /* Only we set the shadow's status flags (it is created O_RDWR), so its
  * O_NONBLOCK is known: no F_GETFL, and no call when it already agrees. */
-void sdp_switch_mirror_nonblock(struct sdp_sock *s, int on)
+static void mirror_nonblock_locked(struct sdp_sock *s, int on)
 {
 	on = !!on;
 	if (!s->switched || s->shadow < 0 ||
@@ -210,6 +217,15 @@ void sdp_switch_mirror_nonblock(struct sdp_sock *s, int on)
 	if (sdp_real.fcntl(s->shadow, F_SETFL,
 			   O_RDWR | (on ? O_NONBLOCK : 0)) == 0)
 		atomic_store(&s->shadow_nonblock, on);
+}
+
+void sdp_switch_mirror_nonblock(struct sdp_sock *s, int on)
+{
+	if (!s->switched || atomic_load(&s->shadow_nonblock) == !!on)
+		return;
+	pthread_mutex_lock(&s->lock);
+	mirror_nonblock_locked(s, on);
+	pthread_mutex_unlock(&s->lock);
 }
 
 /*
@@ -277,7 +293,7 @@ static int become_tcp(struct sdp_sock *s, int fd, const char *why,
 	int cloexec = sdp_real.fcntl(fd, F_GETFD);
 	struct sdp_sock *taken;
 
-	sdp_switch_mirror_nonblock(s, atomic_load(&s->nonblock));
+	mirror_nonblock_locked(s, atomic_load(&s->nonblock));
 	if (sdp_real.dup3(s->shadow, fd, cloexec > 0 && (cloexec & FD_CLOEXEC) ?
 			  O_CLOEXEC : 0) < 0)
 		return -errno;
