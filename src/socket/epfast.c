@@ -8,8 +8,8 @@
  * keeps, per epoll descriptor, the SDP connections registered in it
  * (through the interposed epoll_ctl), and the interposed epoll_wait looks
  * at them in user space first.  A connection handled this way is in
- * "user-space readiness" (ready.user.on, engine/readiness.h): while the application runs,
- * "readable" is not mirrored into the kernel at all, and the peer's
+ * "user-space readiness" (ready.user.on, engine/readiness.h): while the
+ * application runs, "readable" is not mirrored into the kernel at all, and the peer's
  * solicited sends cost no syscall (the quiet arm, SDP_APP_ARM_QUIET).
  * Only when epoll_wait is about to sleep does the peer need to write the
  * readiness byte that wakes the kernel's epoll: the set's wake word
@@ -153,20 +153,6 @@ static void ep_init(void)
 
 /* ---- demotion -------------------------------------------------------------- */
 
-static void conn_demote(struct sdp_sock *s, struct sdp_conn *c)
-{
-	struct sdp_ready_user *u = &s->ready.user;
-
-	pthread_mutex_lock(&c->lock);
-	u->off = 1;
-	if (u->on) {
-		u->on = 0;
-		/* Mirror "readable" now, and arm loudly. */
-		sdp_conn_update_ready_locked(c);
-	}
-	pthread_mutex_unlock(&c->lock);
-}
-
 static struct sdp_conn *sock_conn(struct sdp_sock *s)
 {
 	struct sdp_conn *c = NULL;
@@ -180,20 +166,34 @@ static struct sdp_conn *sock_conn(struct sdp_sock *s)
 	return c;
 }
 
-/* The socket may no longer use user-space readiness.  Takes the socket's
- * lock and then the connection's: never with ep_lock held (the lock
- * order is socket, connection, ep_lock). */
+/* Back to the kernel mirror ("readable" mirrored now, a loud arm); for
+ * good if `for_good`.  Takes the socket's lock and then the connection's:
+ * never with ep_lock held (the lock order is socket, connection,
+ * ep_lock). */
+static void sock_mirror(struct sdp_sock *s, int for_good)
+{
+	struct sdp_ready_user *u = &s->ready.user;
+	struct sdp_conn *c = sock_conn(s);
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	if (for_good)
+		u->off = 1;
+	if (u->on) {
+		u->on = 0;
+		sdp_conn_update_ready_locked(c);
+	}
+	pthread_mutex_unlock(&c->lock);
+	sdp_conn_put(c);
+}
+
+/* The socket may no longer use user-space readiness. */
 static void sock_demote(struct sdp_sock *s)
 {
-	struct sdp_conn *c;
-
 	atomic_store(&s->ep_off, 1);
 	sdp_epfast_conns_changed();	/* out of every snapshot */
-	c = sock_conn(s);
-	if (c) {
-		conn_demote(s, c);
-		sdp_conn_put(c);
-	}
+	sock_mirror(s, 1);
 }
 
 /* The registration changed: the next epoll_wait looks under the lock. */
@@ -213,17 +213,7 @@ static void sock_relook(struct sdp_sock *s)
  */
 static void sock_unpromote(struct sdp_sock *s)
 {
-	struct sdp_conn *c = sock_conn(s);
-
-	if (!c)
-		return;
-	pthread_mutex_lock(&c->lock);
-	if (s->ready.user.on) {
-		s->ready.user.on = 0;
-		sdp_conn_update_ready_locked(c);
-	}
-	pthread_mutex_unlock(&c->lock);
-	sdp_conn_put(c);
+	sock_mirror(s, 0);
 }
 
 #define DEMOTE_BATCH 256

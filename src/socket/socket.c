@@ -104,7 +104,7 @@ static int others_hold(const struct sdp_sock *s)
 	/* A process that has the connection relayed for its new image
 	 * (relay.h) drops its copies only once the relay is accepted: asked
 	 * after the hang-up, this cannot miss it. */
-	return s->conn && sdp_relay_active(s->conn);
+	return sdp_relay_active(c);
 }
 
 int sdp_sock_went_plain(int fd, struct sdp_sock *s)
