@@ -144,10 +144,15 @@ void sdp_zcopy_mode_decide_locked(struct sdp_conn *c)
 {
 	int on;
 
-	if (c->zc_mch_due || !c->qp)
+	/* Only a send half in Pipelined, or asked to go there, has a mode to
+	 * change: asking whether RDMA works costs shm a cross-memory probe,
+	 * which every accepted connection would pay here at its options. */
+	if (c->zc_mch_due || !c->qp ||
+	    !(c->zc_mode_tx == SDP_MODE_PIPELINED ||
+	      (c->zc_mode_tx == SDP_MODE_COMBINED && c->zc_peer_pipe)))
 		return;
 	on = sdp_zcopy_thresh_locked(c) && sdp_zcopy_rdma_ok_locked(c);
-	if (c->zc_mode_tx == SDP_MODE_COMBINED && c->zc_peer_pipe && on) {
+	if (c->zc_mode_tx == SDP_MODE_COMBINED && on) {
 		c->zc_pend_mch = mch_byte(0, SDP_MODE_PIPELINED);
 		c->zc_mch_due = 1;
 	} else if (c->zc_mode_tx == SDP_MODE_PIPELINED && !on) {

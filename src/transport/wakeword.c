@@ -148,16 +148,26 @@ bool sdp_wakeword_of_gen(int h, int gen)
 
 /* ---- peers' pages ------------------------------------------------------------ */
 
+/* A page whose last connection closed stays mapped, idle, for the next
+ * connection with the same peer: a connection per request would otherwise
+ * map and unmap it each time, and each unmap of a threaded process is a
+ * TLB shootdown.  While mapped, the inode cannot be freed, so its number
+ * names the same page when it comes back.  The idle ones are bounded;
+ * the longest idle goes first. */
+#define PEER_IDLE_MAX 8
+
 struct peer_page {
 	dev_t dev;
 	ino_t ino;
 	const _Atomic uint64_t *page;
 	unsigned refs;
+	uint64_t idle_since;		/* idle_clock when refs fell to 0 */
 };
 
 static pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct peer_page *peers;
-static size_t npeers, peers_cap;
+static size_t npeers, peers_cap, npeers_idle;
+static uint64_t idle_clock;
 
 const _Atomic uint64_t *sdp_wakeword_map_peer(int fd)
 {
@@ -170,17 +180,19 @@ const _Atomic uint64_t *sdp_wakeword_map_peer(int fd)
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    st.st_size != SDP_WAKEWORD_BYTES)
 		return NULL;
-	seals = sdp_real.fcntl(fd, F_GET_SEALS);
-	if (seals < 0 || (seals & need) != need)
-		return NULL;	/* it could shrink under us: SIGBUS */
 	pthread_mutex_lock(&peer_lock);
 	for (size_t i = 0; i < npeers; i++) {
 		if (peers[i].dev == st.st_dev && peers[i].ino == st.st_ino) {
-			peers[i].refs++;
+			/* Checked when it was mapped: seals never come off. */
+			if (peers[i].refs++ == 0)
+				npeers_idle--;
 			page = peers[i].page;
 			goto out;
 		}
 	}
+	seals = sdp_real.fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || (seals & need) != need)
+		goto out;	/* it could shrink under us: SIGBUS */
 	if (npeers == peers_cap) {
 		size_t cap = peers_cap ? peers_cap * 2 : 8;
 		struct peer_page *n = realloc(peers, cap * sizeof(*n));
@@ -194,7 +206,7 @@ const _Atomic uint64_t *sdp_wakeword_map_peer(int fd)
 	if (p == MAP_FAILED)
 		goto out;
 	page = p;
-	peers[npeers++] = (struct peer_page){ st.st_dev, st.st_ino, page, 1 };
+	peers[npeers++] = (struct peer_page){ st.st_dev, st.st_ino, page, 1, 0 };
 out:
 	pthread_mutex_unlock(&peer_lock);
 	return page;
@@ -209,10 +221,21 @@ void sdp_wakeword_unmap_peer(const _Atomic uint64_t *page)
 		if (peers[i].page != page)
 			continue;
 		if (--peers[i].refs == 0) {
-			munmap((void *)page, SDP_WAKEWORD_BYTES);
-			peers[i] = peers[--npeers];
+			peers[i].idle_since = ++idle_clock;
+			npeers_idle++;
 		}
 		break;
+	}
+	if (npeers_idle > PEER_IDLE_MAX) {
+		size_t old = npeers;
+
+		for (size_t i = 0; i < npeers; i++)
+			if (!peers[i].refs && (old == npeers ||
+			    peers[i].idle_since < peers[old].idle_since))
+				old = i;
+		munmap((void *)peers[old].page, SDP_WAKEWORD_BYTES);
+		peers[old] = peers[--npeers];
+		npeers_idle--;
 	}
 	pthread_mutex_unlock(&peer_lock);
 }

@@ -6,10 +6,10 @@
  *
  * One CM message travels each way over the AF_UNIX seqpacket connection:
  * Hello (client -> listener) and Accept or Reject (listener -> client).  A
- * Hello or Accept carries, in the same sendmsg, the sender's segment memfd
- * (SCM_RIGHTS) and its credentials (SCM_CREDENTIALS: the kernel verifies the
- * pid, so the pid used for cross-memory attach is the pid of the process
- * that sent the message, not a number the peer chose).  After the
+ * Hello or Accept carries the sender's segment memfd (SCM_RIGHTS), and the
+ * kernel adds the sender's credentials (SCM_CREDENTIALS, as both ends set
+ * SO_PASSCRED): the pid used for cross-memory attach is the pid of the
+ * process that sent the message, not a number the peer chose.  After the
  * handshake the connection carries only one-byte doorbells, and its hang-up
  * tells each side that the other is gone.
  *
@@ -65,8 +65,6 @@ int sdp__shm_send_msg(int sock, uint16_t type, const struct shm_qp *qp,
 		.msg_iov = &iov, .msg_iovlen = 1,
 		.msg_control = cbuf.buf,
 	};
-	struct ucred uc = { getpid(), getuid(), getgid() };
-	struct cmsghdr *c;
 	ssize_t n;
 
 	if (priv_len > SDP_CM_PRIV_MAX)
@@ -89,19 +87,20 @@ int sdp__shm_send_msg(int sock, uint16_t type, const struct shm_qp *qp,
 	if (priv_len)
 		memcpy(m.priv, priv, priv_len);
 
-	mh.msg_controllen = CMSG_SPACE(sizeof(uc));
-	c = CMSG_FIRSTHDR(&mh);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_CREDENTIALS;
-	c->cmsg_len = CMSG_LEN(sizeof(uc));
-	memcpy(CMSG_DATA(c), &uc, sizeof(uc));
+	/* No credentials of our own: both ends set SO_PASSCRED before the
+	 * first message, and then the kernel stamps the sender's pid and real
+	 * ids on every message itself (af_unix's maybe_add_creds). */
 	if (qp && qp->memfd >= 0) {
-		mh.msg_controllen += CMSG_SPACE(sizeof(int));
-		c = CMSG_NXTHDR(&mh, c);
+		struct cmsghdr *c;
+
+		mh.msg_controllen = CMSG_SPACE(sizeof(int));
+		c = CMSG_FIRSTHDR(&mh);
 		c->cmsg_level = SOL_SOCKET;
 		c->cmsg_type = SCM_RIGHTS;
 		c->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(c), &qp->memfd, sizeof(int));
+	} else {
+		mh.msg_control = NULL;
 	}
 	n = sdp_real.sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (n < 0)

@@ -588,6 +588,12 @@ static int t_stream_mib(int w, int r, unsigned seed)
  * descriptor of its number would be taken for it. */
 static int t_close_everything(void)
 {
+#ifdef __SANITIZE_THREAD__
+	/* TSan's close() sits above the library's and marks the descriptor
+	 * closed before the library refuses it (EBADF): the progress thread's
+	 * next use of its own descriptor is then reported as a race. */
+	SKIP("TSan takes a refused close of a library descriptor for a close");
+#endif
 	int c, s;
 	PAIR(c, s);
 	int fds[4096], n = 0;
