@@ -368,12 +368,12 @@ void sdp__shm_wake_owner_seg(struct shm_ctrl *c, int sock, int app_fd,
  * wake the owner of `c` through `app_fd` if armed: 1 done, 0 not (the
  * caller rings the doorbell if armed), -1 `app_fd` is not a descriptor of
  * this process (the caller rings the doorbell). */
-void sdp__shm_read_doorbells(struct shm_qp *qp);
+bool sdp__shm_read_doorbells(struct shm_qp *qp);
 int sdp__shm_app_word(struct sdp_qp *qp, int handle);
 int sdp__shm_app_wake(struct shm_ctrl *c, int app_fd,
 		       const _Atomic uint64_t *words, uint32_t published);
 void sdp__shm_wake_self(struct shm_qp *qp, bool force_event);
-bool sdp__shm_check_peer(struct shm_qp *qp);
+bool sdp__shm_check_peer(struct shm_qp *qp, bool ask_sock);
 void sdp__shm_sock_unwatch(struct shm_qp *qp);
 uint32_t sdp__shm_wait_seq(struct sdp_qp *qp);
 int sdp__shm_wait(struct sdp_qp *qp, uint32_t seq, int timeout_ms);

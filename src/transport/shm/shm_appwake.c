@@ -276,8 +276,9 @@ static void take_app_fd(struct shm_qp *qp, int fd, int page_fd)
 }
 
 /* Read what the peer sent on the unix socket (doorbells, a shared app fd);
- * a flood of doorbells is bounded here and read on the next round. */
-void sdp__shm_read_doorbells(struct shm_qp *qp)
+ * a flood of doorbells is bounded here and read on the next round.  True
+ * if the socket was read to EAGAIN: it has not hung up. */
+bool sdp__shm_read_doorbells(struct shm_qp *qp)
 {
 	for (int i = 0; i < 256; i++) {
 		union {
@@ -294,9 +295,13 @@ void sdp__shm_read_doorbells(struct shm_qp *qp)
 		};
 		struct cmsghdr *cm;
 
-		if (sdp_real.recvmsg(qp->sock, &mh,
-				     MSG_DONTWAIT | MSG_CMSG_CLOEXEC) <= 0)
-			break;
+		ssize_t n = sdp_real.recvmsg(qp->sock, &mh,
+					     MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return true;
+		if (n <= 0)
+			return false;
 		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
 			int fds[2] = { -1, -1 }, n;
 
@@ -325,4 +330,5 @@ void sdp__shm_read_doorbells(struct shm_qp *qp)
 			}
 		}
 	}
+	return false;	/* bounded: more may wait, a hang-up among them */
 }

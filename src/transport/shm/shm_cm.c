@@ -401,7 +401,7 @@ int sdp__shm_get_event(struct sdp_qp *sq, struct sdp_cm_event *ev)
 	case SHM_CONNECTING:
 		return connect_reply(qp, ev);
 	case SHM_ESTABLISHED:
-		sdp__shm_check_peer(qp);
+		sdp__shm_check_peer(qp, !atomic_load(&qp->sock_in_ep));
 		if (!atomic_load(&qp->err) || qp->disc_reported)
 			return -EAGAIN;
 		qp->disc_reported = true;

@@ -157,8 +157,11 @@ static short sock_revents(struct shm_qp *qp, short events)
 }
 
 /* Notice a peer that is gone (closed flag or socket hang-up); puts the QP in
- * error.  Returns true if the QP is in error. */
-bool sdp__shm_check_peer(struct shm_qp *qp)
+ * error.  Returns true if the QP is in error.  `ask_sock`: poll the socket
+ * for a hang-up.  Without it only the closed flag is read, which is enough
+ * while the socket sits in the QP's epoll set: a hang-up then makes
+ * event_fd readable, and ack_events() reads it off the socket. */
+bool sdp__shm_check_peer(struct shm_qp *qp, bool ask_sock)
 {
 	enum shm_state st;
 
@@ -169,7 +172,8 @@ bool sdp__shm_check_peer(struct shm_qp *qp)
 	if (st != SHM_ESTABLISHED && st != SHM_PASSIVE)
 		return false;
 	if (atomic_load_explicit(&qp->me.ctrl->closed, memory_order_acquire) ||
-	    (sock_revents(qp, POLLRDHUP) & (POLLRDHUP | POLLHUP | POLLERR))) {
+	    (ask_sock &&
+	     (sock_revents(qp, POLLRDHUP) & (POLLRDHUP | POLLHUP | POLLERR)))) {
 		sdp__shm_set_error(qp);
 		return true;
 	}
@@ -207,7 +211,7 @@ int sdp__shm_wait(struct sdp_qp *sq, uint32_t seq, int timeout_ms)
 		 * wakes us; the poll() here is the fallback, once a slice has
 		 * passed (a syscall saved on every sleep of the fast path). */
 		if (round)
-			sdp__shm_check_peer(qp);	/* bumps seq if it fails */
+			sdp__shm_check_peer(qp, true);	/* bumps seq if so */
 		else if (atomic_load(&qp->err))
 			break;
 		if (atomic_load(&c->seq) != seq || connect_reply_ready(qp))
@@ -249,7 +253,7 @@ int sdp__shm_event_fd(struct sdp_qp *sq)
 
 static bool work_pending(struct shm_qp *qp)
 {
-	bool err;
+	bool err, watched;
 
 	if (qp->ev_pending || qp->lcq_count)
 		return true;
@@ -259,10 +263,12 @@ static bool work_pending(struct shm_qp *qp)
 	/* An unread SDP_CM_DISCONNECTED is not "work": engines learn of the
 	 * error from the flushed receives, and may never call get_event()
 	 * once established. */
-	err = sdp__shm_check_peer(qp);
+	watched = atomic_load(&qp->sock_in_ep);
+	err = sdp__shm_check_peer(qp, !watched);
 	if (err && qp->rq_done != qp->rq_prod)
 		return true;
-	return connect_reply_ready(qp);
+	/* A reply that arrives makes event_fd readable as well. */
+	return !watched && connect_reply_ready(qp);
 }
 
 int sdp__shm_req_notify(struct sdp_qp *sq)
@@ -279,12 +285,15 @@ int sdp__shm_req_notify(struct sdp_qp *sq)
 void sdp__shm_ack_events(struct sdp_qp *sq)
 {
 	struct shm_qp *qp = SHM_QP(sq);
+	bool drained = false;
 	uint64_t v;
 	ssize_t r = sdp_real.read(qp->evfd, &v, sizeof(v));
 
 	(void)r;
+	/* A socket read down to EAGAIN has not hung up: seqpacket reads
+	 * return 0 after the peer's last message. */
 	if (atomic_load(&qp->state) == SHM_ESTABLISHED &&
 	    atomic_load(&qp->sock_in_ep))
-		sdp__shm_read_doorbells(qp);
-	sdp__shm_check_peer(qp);
+		drained = sdp__shm_read_doorbells(qp);
+	sdp__shm_check_peer(qp, !drained);
 }
