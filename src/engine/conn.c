@@ -896,9 +896,8 @@ void sdp_conn_close(struct sdp_conn *c, int abort)
 		return;
 	}
 	pthread_mutex_lock(&c->lock);
-	sdp_conn_close_locked(c, abort);
+	sdp_conn_close_locked(c, abort);	/* arms the orphan's timer */
 	pthread_mutex_unlock(&c->lock);
-	sdp_progress_wake();
 	sdp_conn_put(c);
 }
 

@@ -8,7 +8,8 @@
  *   - each connection's transport event fd (armed with req_notify, so the
  *     peer rings it only when this thread really sleeps on that QP);
  *   - each listener's fd (pending connection requests);
- *   - an eventfd for "look at timers/orphans now".
+ *   - an eventfd for "look at timers/orphans now";
+ *   - a timerfd for a deadline armed while it sleeps past it.
  * The timeout is the nearest deadline (Nagle hold, close timeout).
  *
  * Lifetime: epoll entries carry a reference.  A connection is removed from
@@ -31,6 +32,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "base/config.h"
@@ -48,12 +50,20 @@
 #define TAG_MASK 0x3ul
 #define TAG_STAT 0x4ul	/* sdpstat wake socket: compared first */
 #define TAG_RELAY 0x8ul	/* relay requests (relay.h) */
+#define TAG_TIMER 0xcul	/* P.timerfd */
 
 static struct {
 	pthread_mutex_t start_lock;
 	pthread_mutex_t lock;	/* registry and timer list */
 	int epfd;
 	int wakefd;
+	/* A deadline armed while the thread sleeps past it (a connect's
+	 * timeout) sets this timer instead of waking the thread: a
+	 * connection per request would otherwise wake it at every connect
+	 * only to have it compute a new timeout.  Armed for timer_at (ns,
+	 * CLOCK_MONOTONIC as sdp_now_ns; 0: disarmed). */
+	int timerfd;
+	uint64_t timer_at;
 	int started;
 	struct sdp_conn *conns;	/* registered connections */
 	struct sdp_conn *timers;
@@ -71,6 +81,7 @@ static struct {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.epfd = -1,
 	.wakefd = -1,
+	.timerfd = -1,
 };
 
 static void *progress_main(void *arg);
@@ -114,9 +125,12 @@ static void progress_atfork_child(void)
 		sdp_close(P.epfd);
 	if (P.wakefd >= 0)
 		sdp_close(P.wakefd);
+	if (P.timerfd >= 0)
+		sdp_close(P.timerfd);
 	pthread_mutex_init(&P.start_lock, NULL);
 	pthread_mutex_init(&P.lock, NULL);
-	P.epfd = P.wakefd = -1;
+	P.epfd = P.wakefd = P.timerfd = -1;
+	P.timer_at = 0;
 	P.started = 0;
 	P.conns = NULL;
 	P.timers = NULL;
@@ -132,6 +146,8 @@ static int progress_start_locked(void)
 	pthread_t th;
 	sigset_t all, old;
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	struct epoll_event tev = { .events = EPOLLIN,
+				   .data.ptr = (void *)TAG_TIMER };
 
 	if (!atfork_done) {
 		sdp_atfork_add(SDP_ATFORK_INNER, NULL, NULL,
@@ -140,8 +156,11 @@ static int progress_start_locked(void)
 	}
 	P.epfd = sdp_fd_high(sdp_real.epoll_create1(EPOLL_CLOEXEC));
 	P.wakefd = sdp_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-	if (P.epfd < 0 || P.wakefd < 0 ||
-	    sdp_real.epoll_ctl(P.epfd, EPOLL_CTL_ADD, P.wakefd, &ev) < 0)
+	P.timerfd = sdp_fd_high(timerfd_create(CLOCK_MONOTONIC,
+					       TFD_CLOEXEC | TFD_NONBLOCK));
+	if (P.epfd < 0 || P.wakefd < 0 || P.timerfd < 0 ||
+	    sdp_real.epoll_ctl(P.epfd, EPOLL_CTL_ADD, P.wakefd, &ev) < 0 ||
+	    sdp_real.epoll_ctl(P.epfd, EPOLL_CTL_ADD, P.timerfd, &tev) < 0)
 		goto err;
 	sdp_stat_watch(P.epfd, (void *)TAG_STAT);	/* sdpstat */
 	/* The thread must never take the application's signals. */
@@ -163,7 +182,9 @@ err:
 		sdp_close(P.epfd);
 	if (P.wakefd >= 0)
 		sdp_close(P.wakefd);
-	P.epfd = P.wakefd = -1;
+	if (P.timerfd >= 0)
+		sdp_close(P.timerfd);
+	P.epfd = P.wakefd = P.timerfd = -1;
 	return -ENOMEM;
 }
 
@@ -222,7 +243,8 @@ int sdp_progress_add_conn(struct sdp_conn *c)
 	while (SDP_TP(c->qp)->req_notify(c->qp) > 0)
 		sdp_conn_progress_locked(c);
 	pthread_mutex_unlock(&c->lock);
-	sdp_progress_wake();
+	/* No wake-up: the epoll set now holds the connection, and its
+	 * deadlines come with their own timers. */
 	return 0;
 }
 
@@ -294,16 +316,27 @@ static void timer_list_add_locked(struct sdp_conn *c, int full)
 
 void sdp_progress_arm_timer_at(struct sdp_conn *c, uint64_t deadline_ns)
 {
-	int wake;
-
 	pthread_mutex_lock(&P.lock);
 	timer_list_add_locked(c, 0);
-	wake = deadline_ns < P.wake_at;
 	if (!P.wake_at && (!P.lazy_min || deadline_ns < P.lazy_min))
 		P.lazy_min = deadline_ns;	/* seen before it sleeps */
+	if (deadline_ns < P.wake_at && !sdp_in_progress_thread &&
+	    (!P.timer_at || deadline_ns < P.timer_at)) {
+		struct itimerspec its = {
+			.it_value = {
+				.tv_sec = (time_t)(deadline_ns / 1000000000ull),
+				.tv_nsec = (long)(deadline_ns % 1000000000ull),
+			},
+		};
+
+		/* Under P.lock: a later deadline never overwrites it. */
+		if (timerfd_settime(P.timerfd, TFD_TIMER_ABSTIME, &its,
+				    NULL) == 0)
+			P.timer_at = deadline_ns;
+		else
+			sdp_progress_wake();
+	}
 	pthread_mutex_unlock(&P.lock);
-	if (wake && !sdp_in_progress_thread)
-		sdp_progress_wake();
 }
 
 void sdp_progress_arm_timer(struct sdp_conn *c)
@@ -635,6 +668,17 @@ static void *progress_main(void *arg)
 						  sizeof(v)) < 0) {
 					/* already drained */
 				}
+			} else if (p == TAG_TIMER) {
+				uint64_t v;
+
+				pthread_mutex_lock(&P.lock);
+				if (sdp_real.read(P.timerfd, &v,
+						  sizeof(v)) < 0) {
+					/* re-armed meanwhile: not yet */
+				} else {
+					P.timer_at = 0;
+				}
+				pthread_mutex_unlock(&P.lock);
 			} else if (p == TAG_STAT) {	/* sdpstat */
 				sdp_stat_poked();
 			} else if (p == TAG_RELAY) {

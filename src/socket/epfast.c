@@ -887,6 +887,13 @@ static void sleep_end(struct snap *sn, int n, int word,
 			 * arrival counter moved; conn_check). */
 			if (seen)
 				covered_seen(&sn[i]);
+			else if (sdp_appwake_armed_word(sn[i].c) != word)
+				/* Armed loudly while the set slept (the
+				 * progress thread updated it then): quiet
+				 * again now, or each message costs a byte
+				 * until the next look, which a cancelled or
+				 * finished loop never makes. */
+				conn_resync(&sn[i], 0);
 			continue;
 		}
 		if (seen)

@@ -106,8 +106,14 @@ static int refuse_for_want_of_fds(int lsock, int err)
 struct shm_pending {
 	int sock;
 	uint64_t deadline_ms;
+	bool ready;		/* epoll said readable, or not asked yet */
 	struct shm_pending *next;
 };
+
+/* What the listener's epoll set reports, besides its pending connections
+ * (whose entries carry the struct shm_pending). */
+#define LSN_EV_SOCK	1u
+#define LSN_EV_CLAIM	2u
 
 /* ---- addresses ----------------------------------------------------------- */
 
@@ -735,13 +741,13 @@ int sdp__shm_listen(struct sdp_listener *sl, int backlog)
 		l->epfd = sdp_fd_high(sdp_real.epoll_create1(EPOLL_CLOEXEC));
 		if (l->epfd < 0)
 			return -errno;
-		ev.data.fd = l->sock;
+		ev.data.u64 = LSN_EV_SOCK;
 		if (sdp_real.epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->sock, &ev) ||
 		    (l->claim >= 0 &&
 		     sdp_real.epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->claim,
 					&(struct epoll_event){
 						.events = EPOLLIN,
-						.data.fd = l->claim }))) {
+						.data.u64 = LSN_EV_CLAIM }))) {
 			int err = -errno;
 
 			sdp_close(l->epfd);
@@ -791,7 +797,7 @@ static void accept_pending(struct shm_listener *l)
 			return;
 		}
 		p = l->npending < SHM_MAX_PENDING ? calloc(1, sizeof(*p)) : NULL;
-		ev.data.fd = s;
+		ev.data.ptr = p;
 		if (!p || sdp_real.setsockopt(s, SOL_SOCKET, SO_PASSCRED, &one,
 					      sizeof(one)) ||
 		    sdp_real.epoll_ctl(l->epfd, EPOLL_CTL_ADD, s, &ev)) {
@@ -801,6 +807,7 @@ static void accept_pending(struct shm_listener *l)
 		}
 		p->sock = s;
 		p->deadline_ms = deadline;
+		p->ready = true;	/* its Hello often came with it */
 		p->next = l->pending;
 		l->pending = p;
 		l->npending++;
@@ -877,9 +884,14 @@ int sdp__shm_pending_scan(struct shm_listener *l, struct sdp_conn_req **out,
 		struct ucred cred;
 		int fd, err;
 
-		err = sdp__shm_recv_msg(p->sock, &type, buf, &len, &hdst,
-					&base, &fd, &cred, NULL);
+		/* Once shared there is no epoll set to ask: read them all. */
+		if (!p->ready && l->epfd >= 0)
+			err = -EAGAIN;
+		else
+			err = sdp__shm_recv_msg(p->sock, &type, buf, &len,
+						&hdst, &base, &fd, &cred, NULL);
 		if (err == -EAGAIN) {
+			p->ready = false;
 			if (now >= p->deadline_ms)
 				pending_drop(l, pp);
 			else
@@ -917,10 +929,33 @@ int sdp__shm_get_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 {
 	struct shm_listener *l = SHM_L(sl);
 
+	struct epoll_event ev[64];
+	bool sock_ready = false, claim_ready = false;
+	int n;
+
 	if (!l->listening || l->shared)
 		return -EINVAL;
-	sdp__shm_claim_reset_clients(l);
-	accept_pending(l);
+	/* Ask the set what is readable rather than every socket in turn: a
+	 * burst of connects leaves hundreds pending, and a scan of them all
+	 * for each request was quadratic in system calls. */
+	n = sdp_real.epoll_wait(l->epfd, ev, 64, 0);
+	if (n < 0) {
+		sock_ready = claim_ready = true;
+		for (struct shm_pending *p = l->pending; p; p = p->next)
+			p->ready = true;
+	}
+	for (int i = 0; i < n; i++) {
+		if (ev[i].data.u64 == LSN_EV_SOCK)
+			sock_ready = true;
+		else if (ev[i].data.u64 == LSN_EV_CLAIM)
+			claim_ready = true;
+		else
+			((struct shm_pending *)ev[i].data.ptr)->ready = true;
+	}
+	if (claim_ready)
+		sdp__shm_claim_reset_clients(l);
+	if (sock_ready)
+		accept_pending(l);
 	return sdp__shm_pending_scan(l, out, priv, priv_len);
 }
 
