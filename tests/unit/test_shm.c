@@ -1180,7 +1180,7 @@ static void test_corrupt_rings(void)
 
 		CHECK_EQ(T->reg_mr(p.s, mem, 64, SDP_ACCESS_REMOTE_READ, &mr), 0);
 		CHECK_EQ(T->reg_mr(p.c, dst, 64, SDP_ACCESS_LOCAL_WRITE, &lmr), 0);
-		atomic_fetch_add(&SHM_QP(p.s)->me.ctrl->mr[mr->rkey & 0xff].gen,
+		atomic_fetch_add(&SHM_QP(p.s)->me.mr[mr->rkey & 0xff].gen,
 				 1);
 		sge = (struct sdp_sge){ (uintptr_t)dst, 64, lmr->lkey };
 		wr.remote_addr = mr->remote_addr;
@@ -1203,7 +1203,7 @@ static void test_corrupt_rings(void)
 
 		CHECK_EQ(T->reg_mr(p.s, mem, 64, SDP_ACCESS_REMOTE_READ, &mr), 0);
 		CHECK_EQ(T->reg_mr(p.c, dst, 64, SDP_ACCESS_LOCAL_WRITE, &lmr), 0);
-		atomic_store(&SHM_QP(p.s)->me.ctrl->mr[mr->rkey & 0xff].pid,
+		atomic_store(&SHM_QP(p.s)->me.mr[mr->rkey & 0xff].pid,
 			     (uint32_t)getpid() + 1);
 		sge = (struct sdp_sge){ (uintptr_t)dst, 64, lmr->lkey };
 		wr.remote_addr = mr->remote_addr;

@@ -37,8 +37,9 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC	0x314d48535044534cULL	/* "LSDPSHM1" */
-#define SHM_VERSION	4	/* 3: receives are tagged (shm_qp.c);
-				 * 4: app_slot, wake words (wakeword.h) */
+#define SHM_VERSION	5	/* 3: receives are tagged (shm_qp.c);
+				 * 4: app_slot, wake words (wakeword.h);
+				 * 5: the rings before the MR table */
 #define SHM_MAX_MR	256		/* rkey low byte = table index */
 #define SHM_MAX_DEPTH	65536		/* ring entries */
 #define SHM_MAX_REGION	(1u << 30)	/* receive region bytes */
@@ -113,21 +114,31 @@ struct shm_ctrl {
 	_Atomic uint32_t app_slot;	/* owner: with app_armed == APP_WORD,
 					 * the slot of its wake page whose
 					 * word says whether to wake */
-
-	_Alignas(64) struct shm_mr_entry mr[SHM_MAX_MR];
 };
 
-/* Offsets of the rings and the receive region for a ring depth: both sides
- * compute them, neither trusts the other's numbers. */
-static inline void sdp__shm_layout(uint32_t depth, uint32_t region_size,
-				   size_t *rq_off, size_t *cq_off,
-				   size_t *region_off, size_t *total)
+/* Where the parts of a segment lie, for a ring depth and a region size:
+ * both sides compute it, neither trusts the other's numbers.  The control
+ * block and the rings come first, in the page every connection touches;
+ * the MR table (10 KiB, used only by ZCopy) after them, untouched by a
+ * connection that never registers memory: an idle connection keeps one
+ * page of each segment resident, not two. */
+struct shm_layout {
+	size_t rq, cq, mr, region, total;
+};
+
+static inline struct shm_layout sdp__shm_layout(uint32_t depth,
+						uint32_t region_size)
 {
-	*rq_off = (sizeof(struct shm_ctrl) + 63) & ~(size_t)63;
-	*cq_off = *rq_off + (size_t)depth * sizeof(struct shm_rq_entry);
-	*region_off = (*cq_off + (size_t)depth * sizeof(struct shm_cq_entry) +
-		       4095) & ~(size_t)4095;
-	*total = *region_off + (((size_t)region_size + 4095) & ~(size_t)4095);
+	struct shm_layout lo;
+
+	lo.rq = (sizeof(struct shm_ctrl) + 63) & ~(size_t)63;
+	lo.cq = lo.rq + (size_t)depth * sizeof(struct shm_rq_entry);
+	lo.mr = (lo.cq + (size_t)depth * sizeof(struct shm_cq_entry) + 63) &
+		~(size_t)63;
+	lo.region = (lo.mr + SHM_MAX_MR * sizeof(struct shm_mr_entry) +
+		     4095) & ~(size_t)4095;
+	lo.total = lo.region + (((size_t)region_size + 4095) & ~(size_t)4095);
+	return lo;
 }
 
 /* A mapped segment: layout values are private copies. */
@@ -137,9 +148,14 @@ struct shm_seg {
 	uint32_t depth;
 	struct shm_rq_entry *rq;
 	struct shm_cq_entry *cq;
+	struct shm_mr_entry *mr;	/* [SHM_MAX_MR] */
 	uint8_t *region;
 	uint32_t region_size;
 };
+
+/* Fill `seg` for a segment mapped at `map` (shm_cm.c). */
+void sdp__shm_seg_place(struct shm_seg *seg, void *map, size_t size,
+			uint32_t depth, uint32_t region_size);
 
 /* ---- addresses and port space -------------------------------------------- */
 

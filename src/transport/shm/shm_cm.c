@@ -184,9 +184,23 @@ int sdp__shm_recv_msg(int sock, uint16_t *type, void *priv, uint32_t *priv_len,
 
 /* ---- segments ------------------------------------------------------------ */
 
+void sdp__shm_seg_place(struct shm_seg *seg, void *map, size_t size,
+			uint32_t depth, uint32_t region_size)
+{
+	struct shm_layout lo = sdp__shm_layout(depth, region_size);
+
+	seg->ctrl = map;
+	seg->size = size;
+	seg->depth = depth;
+	seg->rq = (struct shm_rq_entry *)((uint8_t *)map + lo.rq);
+	seg->cq = (struct shm_cq_entry *)((uint8_t *)map + lo.cq);
+	seg->mr = (struct shm_mr_entry *)((uint8_t *)map + lo.mr);
+	seg->region = (uint8_t *)map + lo.region;
+	seg->region_size = region_size;
+}
+
 int sdp__shm_map_peer(int fd, struct shm_seg *seg)
 {
-	size_t rq_off, cq_off, region_off, total;
 	struct shm_ctrl *c;
 	uint64_t region_size;
 	uint32_t depth;
@@ -212,17 +226,11 @@ int sdp__shm_map_peer(int fd, struct shm_seg *seg)
 	    !depth || depth > SHM_MAX_DEPTH || (depth & (depth - 1)) ||
 	    !region_size || region_size > SHM_MAX_REGION)
 		goto err_unmap;
-	sdp__shm_layout(depth, (uint32_t)region_size, &rq_off, &cq_off,
-			&region_off, &total);
-	if (total > (size_t)st.st_size)
+	if (sdp__shm_layout(depth, (uint32_t)region_size).total >
+	    (size_t)st.st_size)
 		goto err_unmap;
-	seg->ctrl = c;
-	seg->size = st.st_size;
-	seg->depth = depth;
-	seg->rq = (struct shm_rq_entry *)((uint8_t *)map + rq_off);
-	seg->cq = (struct shm_cq_entry *)((uint8_t *)map + cq_off);
-	seg->region = (uint8_t *)map + region_off;
-	seg->region_size = (uint32_t)region_size;
+	sdp__shm_seg_place(seg, map, st.st_size, depth,
+			   (uint32_t)region_size);
 	return 0;
 
 err_unmap:

@@ -50,23 +50,23 @@ static uint32_t roundup_pow2(uint32_t v)
 
 static int seg_create(struct shm_qp *qp)
 {
-	size_t rq_off, cq_off, region_off, total;
 	uint32_t depth = roundup_pow2(qp->attr.max_recv_wr);
+	struct shm_layout lo = sdp__shm_layout(depth,
+					       qp->attr.recv_region_size);
 	uint64_t nonce = 0;
 	struct shm_ctrl *c;
 	void *map;
 	int err;
 
-	sdp__shm_layout(depth, qp->attr.recv_region_size, &rq_off, &cq_off,
-			&region_off, &total);
 	qp->memfd = memfd_create("libsdp-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (qp->memfd < 0)
 		return -errno;
-	if (ftruncate(qp->memfd, total) ||
+	if (ftruncate(qp->memfd, lo.total) ||
 	    sdp_real.fcntl(qp->memfd, F_ADD_SEALS,
 			   F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
 		goto err_close;
-	map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, qp->memfd, 0);
+	map = mmap(NULL, lo.total, PROT_READ | PROT_WRITE, MAP_SHARED,
+		   qp->memfd, 0);
 	if (map == MAP_FAILED)
 		goto err_close;
 	if (getrandom(&nonce, sizeof(nonce), GRND_NONBLOCK) != sizeof(nonce))
@@ -75,17 +75,12 @@ static int seg_create(struct shm_qp *qp)
 	c->magic = SHM_MAGIC;
 	c->version = SHM_VERSION;
 	c->depth = depth;
-	c->seg_size = total;
-	c->region_off = region_off;
+	c->seg_size = lo.total;
+	c->region_off = lo.region;
 	c->region_size = qp->attr.recv_region_size;
 	atomic_store(&c->nonce, nonce | 1);
-	qp->me.ctrl = c;
-	qp->me.size = total;
-	qp->me.depth = depth;
-	qp->me.rq = (struct shm_rq_entry *)((uint8_t *)map + rq_off);
-	qp->me.cq = (struct shm_cq_entry *)((uint8_t *)map + cq_off);
-	qp->me.region = (uint8_t *)map + region_off;
-	qp->me.region_size = qp->attr.recv_region_size;
+	sdp__shm_seg_place(&qp->me, map, lo.total, depth,
+			   qp->attr.recv_region_size);
 	return 0;
 
 err_close:

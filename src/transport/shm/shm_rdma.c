@@ -199,7 +199,7 @@ static bool peer_exited(struct shm_qp *qp)
 static void mr_publish(struct shm_qp *qp, int idx, uint32_t rkey,
 		       unsigned access, uint64_t addr, uint64_t len)
 {
-	struct shm_mr_entry *e = &qp->me.ctrl->mr[idx];
+	struct shm_mr_entry *e = &qp->me.mr[idx];
 	uint32_t g = atomic_load_explicit(&e->gen, memory_order_relaxed) | 1;
 
 	/* Release stores instead of a fence after the odd gen: each keeps
@@ -273,7 +273,7 @@ static bool range_in(uint64_t addr, uint64_t len, uint64_t base, uint64_t size)
 static bool remote_ok(struct shm_qp *qp, uint32_t rkey, uint64_t addr,
 		      uint64_t len, unsigned access)
 {
-	struct shm_mr_entry *e = &qp->peer.ctrl->mr[rkey & (SHM_MAX_MR - 1)];
+	struct shm_mr_entry *e = &qp->peer.mr[rkey & (SHM_MAX_MR - 1)];
 
 	for (int tries = 0; tries < 64; tries++) {
 		uint32_t g = atomic_load_explicit(&e->gen, memory_order_acquire);
