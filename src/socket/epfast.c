@@ -305,7 +305,7 @@ static void ent_del_locked(struct ep_set *set, int i)
 }
 
 /* After a successful real epoll_ctl(ep, op, fd, ev). */
-void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev)
+static void ctl_bookkeep(int ep, int op, int fd, const struct epoll_event *ev)
 {
 	struct sdp_sock *s;
 	struct ep_set *set;
@@ -383,6 +383,34 @@ void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev)
 	else if (relook)
 		sock_relook(s);
 	sdp_sock_put(s);
+}
+
+/* The kernel's epoll_ctl and our record of it are one step for the other
+ * threads of the process, as the kernel's call alone is: a DEL that ran
+ * between another thread's kernel ADD and its record (the DEL's event came
+ * from the kernel, which already had the descriptor) left the descriptor
+ * recorded here and gone from the kernel.  User space then reported it,
+ * the caller's DEL failed with ENOENT, its next ADD with EEXIST, and a
+ * listener thread handing connections to a worker stopped.  Striped by
+ * set: calls on different sets do not wait for each other. */
+#define CTL_LOCKS 16
+static pthread_mutex_t ctl_locks[CTL_LOCKS] = {
+	[0 ... CTL_LOCKS - 1] = PTHREAD_MUTEX_INITIALIZER
+};
+
+int sdp_epfast_ctl(int ep, int op, int fd, struct epoll_event *ev)
+{
+	pthread_mutex_t *m = &ctl_locks[(unsigned)ep % CTL_LOCKS];
+	int r, e;
+
+	pthread_mutex_lock(m);
+	r = sdp_real.epoll_ctl(ep, op, fd, ev);
+	e = errno;
+	if (r == 0)
+		ctl_bookkeep(ep, op, fd, ev);
+	pthread_mutex_unlock(m);
+	errno = e;
+	return r;
 }
 
 static void replace_in_set_locked(struct ep_set *set, int ep, int fd,
@@ -1131,6 +1159,8 @@ static void ep_prepare(void)
 static void ep_child(void)
 {
 	ep_pid = (uint32_t)getpid();
+	for (int i = 0; i < CTL_LOCKS; i++)	/* one thread here now */
+		pthread_mutex_init(&ctl_locks[i], NULL);
 }
 
 __attribute__((constructor)) static void ep_ctor(void)

@@ -223,8 +223,5 @@ SDP_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			sdp_sock_put(s);
 		}
 	}
-	if (sdp_real.epoll_ctl(epfd, op, fd, ev) < 0)
-		return -1;
-	sdp_epfast_ctl(epfd, op, fd, ev);
-	return 0;
+	return sdp_epfast_ctl(epfd, op, fd, ev);
 }

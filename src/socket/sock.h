@@ -128,7 +128,9 @@ int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
 
 /* Descriptor table (fdtable.c).  get() returns a referenced socket or NULL
  * (cheap for descriptors that are not SDP). */
-void sdp_epfast_ctl(int ep, int op, int fd, const struct epoll_event *ev);
+/* epoll_ctl() on behalf of the application: the kernel's, and the
+ * user-space record of SDP sockets (epfast.c).  -1/errno as the kernel's. */
+int sdp_epfast_ctl(int ep, int op, int fd, struct epoll_event *ev);
 /* `fd` stops naming socket s: every epoll set that holds the pair forgets
  * s and, with `readd` (it became a new kernel socket, dup3), gets the new
  * file with the same events and data.  Not with s->lock held. */

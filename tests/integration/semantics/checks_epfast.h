@@ -203,12 +203,6 @@ static void *mpm_worker(void *arg)
 
 static int t_epoll_add_while_asleep(void)
 {
-#ifdef __SANITIZE_THREAD__
-	/* Under TSan the whole file once hung here for 30 s, and 60 runs of
-	 * the check alone, under load, never did: left to the plain and ASan
-	 * passes until the hang is understood. */
-	SKIP("hung once under TSan, not reproduced; runs in the plain and ASan passes");
-#endif
 	enum { ROUNDS = 500 };
 	struct mpm m = { 0 };
 	pthread_t lt, wt;
