@@ -119,15 +119,13 @@ void sdp_lsnfd_release(struct sdp_sock *s);
 /* getsockopt(SO_ERROR): a failed non-blocking "both" attempt goes TCP
  * (socket.c); 1 if it handled the call, *so_error (errno) to report. */
 int sdp_sock_late_fallback(struct sdp_sock *s, int fd, int *so_error);
-/* The SDP attempt failed with `sdp_err` for `reason` (conn.h): maybe TCP. */
 /* The SDP connect of a "both" socket succeeded (switch.c). */
 void sdp_switch_connected(struct sdp_sock *s);
+/* The SDP attempt failed with `sdp_err` for `reason` (conn.h): maybe TCP. */
 int sdp_switch_fallback_connect(struct sdp_sock *s, int fd,
 				const struct sockaddr *sa, socklen_t len,
 				int sdp_err, enum sdp_reason reason);
 
-/* Descriptor table (fdtable.c).  get() returns a referenced socket or NULL
- * (cheap for descriptors that are not SDP). */
 /* epoll_ctl() on behalf of the application: the kernel's, and the
  * user-space record of SDP sockets (epfast.c).  -1/errno as the kernel's. */
 int sdp_epfast_ctl(int ep, int op, int fd, struct epoll_event *ev);
@@ -141,6 +139,8 @@ void sdp_epfast_conns_changed(void);
 /* fdlimit.c: at load, raise RLIMIT_NOFILE's soft limit to SDP_NOFILE. */
 void sdp_fdlimit_raise(void);
 
+/* Descriptor table (fdtable.c).  get() returns a referenced socket or NULL
+ * (cheap for descriptors that are not SDP). */
 struct sdp_sock *sdp_fd_get(int fd);
 /* The table names fd (no lock, no reference: async-signal-safe). */
 bool sdp_fd_mapped(int fd);

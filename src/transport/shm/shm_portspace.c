@@ -928,7 +928,6 @@ int sdp__shm_get_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 			 void *priv, uint32_t *priv_len)
 {
 	struct shm_listener *l = SHM_L(sl);
-
 	struct epoll_event ev[64];
 	bool sock_ready = false, claim_ready = false;
 	int n;
