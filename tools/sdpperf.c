@@ -20,7 +20,8 @@
  *           receives and counts: MB/s (1e6 B/s), Gbit/s, CPU, CPU-s per GB
  *   rr      S-byte ping-pong on N connections (one thread each): latency
  *           p50/p90/p99/p99.9 in us and transactions/s
- *   crr     connect + 1-byte request/response + close, back to back: conn/s
+ *   crr     connect + 1-byte request/response + close, back to back, by N
+ *           client threads (--conns): conn/s
  *   conns   open K connections and keep them idle: memory per connection
  */
 #include <arpa/inet.h>
@@ -361,6 +362,31 @@ static int cli_connect(void)
 static atomic_int phase; /* 0 warm-up, 1 measuring, 2 stop */
 
 typedef struct {
+	pthread_t th;
+	_Atomic uint64_t ops;
+	atomic_int err;	/* errno of the first failure; the thread stops */
+} crr_client_t;
+
+/* crr: connect, 1-byte exchange, close, back to back until it fails. */
+static void *cli_crr_loop(void *arg)
+{
+	crr_client_t *cc = arg;
+	char c = 'c';
+
+	for (;;) {
+		int fd = cli_connect();
+		if (fd < 0 || send_all(fd, &c, 1) || recv_all(fd, &c, 1)) {
+			atomic_store(&cc->err, errno ? errno : EIO);
+			if (fd >= 0)
+				close(fd);
+			return NULL;
+		}
+		close(fd);
+		atomic_fetch_add(&cc->ops, 1);
+	}
+}
+
+typedef struct {
 	int fd;
 	_Atomic uint64_t bytes;
 	uint32_t *lat; /* rr: ns */
@@ -456,29 +482,29 @@ static int client_main(void)
 		return 0;
 	}
 	if (o_work == W_CRR) {
-		double tstart = now(), t0 = 0;
-		uint64_t ops = 0;
-		int ph = 0;
-		char c = 'c';
-		for (;;) {
-			double t = now();
-			if (ph == 0 && t - tstart >= o_warmup) {
-				ph = 1;
-				t0 = t;
-				ops = 0;
-				ctl("START");
-			} else if (ph == 1 && t - t0 >= o_time) {
-				ctl("END ops=%" PRIu64 " secs=%.6f", ops, t - t0);
-				return 0;
-			}
-			int fd = cli_connect();
-			if (fd < 0)
-				cfail("connect #%" PRIu64 " failed: %s (errno %d)", ops, strerror(errno), errno);
-			if (send_all(fd, &c, 1) || recv_all(fd, &c, 1))
-				cfail("1-byte exchange failed: %s", strerror(errno));
-			close(fd);
-			ops++;
-		}
+		/* --conns N clients, each a thread connecting back to back. */
+		crr_client_t *cc = calloc((size_t)o_conns, sizeof *cc);
+		if (!cc)
+			cfail("calloc");
+		for (int i = 0; i < o_conns; i++)
+			if (pthread_create(&cc[i].th, NULL, cli_crr_loop, &cc[i]))
+				cfail("pthread_create failed");
+		sleep_sec(o_warmup);
+		uint64_t o0 = 0, o1 = 0;
+		for (int i = 0; i < o_conns; i++)
+			o0 += atomic_load(&cc[i].ops);
+		double t0 = now();
+		ctl("START");
+		sleep_sec(o_time);
+		for (int i = 0; i < o_conns; i++)
+			o1 += atomic_load(&cc[i].ops);
+		double t1 = now();
+		for (int i = 0; i < o_conns; i++)
+			if (atomic_load(&cc[i].err))
+				cfail("client %d failed after %" PRIu64 " connections: %s", i,
+				      atomic_load(&cc[i].ops), strerror(atomic_load(&cc[i].err)));
+		ctl("END ops=%" PRIu64 " secs=%.6f", o1 - o0, t1 - t0);
+		_exit(0); /* the clients are still connecting: no join */
 	}
 	/* stream, rr */
 	int n = o_conns;
@@ -1000,8 +1026,8 @@ static void print_table(int w)
 		       "trans/s", "cpu cli", "cpu srv");
 		break;
 	case W_CRR:
-		printf("\ncrr: connect + 1-byte exchange + close, %.1f s (+%.1f s warm-up), %d run(s)\n", o_time,
-		       o_warmup, o_repeat);
+		printf("\ncrr: connect + 1-byte exchange + close, %d client(s), %.1f s (+%.1f s warm-up), %d run(s)\n",
+		       o_conns, o_time, o_warmup, o_repeat);
 		printf("  %-5s %-26s %-8s %-8s\n", "", "conn/s", "cpu cli", "cpu srv");
 		break;
 	default:
@@ -1154,7 +1180,7 @@ static void usage(int rc)
 		"  --workload stream|rr|crr|conns|all   (or a comma list; default all)\n"
 		"  --transports sdp,tcp,unix            (default all three)\n"
 		"  --size BYTES      message size (stream default 65536, rr 1)\n"
-		"  --conns N         connections for stream and rr (default 1)\n"
+		"  --conns N         connections for stream and rr, clients for crr (default 1)\n"
 		"  --idle K          connections opened by the conns workload (default 1000)\n"
 		"  --time SEC        measured time per run (default 3)\n"
 		"  --warmup SEC      warm-up before measuring (default 0.5)\n"
