@@ -392,7 +392,7 @@ static void ctl_bookkeep(int ep, int op, int fd, const struct epoll_event *ev)
  * recorded here and gone from the kernel.  User space then reported it,
  * the caller's DEL failed with ENOENT, its next ADD with EEXIST, and a
  * listener thread handing connections to a worker stopped.  Striped by
- * set: calls on different sets do not wait for each other. */
+ * set, so that calls on unrelated sets seldom wait for each other. */
 #define CTL_LOCKS 16
 static pthread_mutex_t ctl_locks[CTL_LOCKS] = {
 	[0 ... CTL_LOCKS - 1] = PTHREAD_MUTEX_INITIALIZER
