@@ -7,8 +7,10 @@ A=10.99.0.1 S=10.99.0.2
 RUN="$PWD/tools/sdp_run"
 export SDP_RUN_LIBRARY=$PWD/$B/lib/libsdp.so SDP_TRANSPORT=verbs
 T=${BENCH_TIME:-3}
-med() { sort -g | awk '{v[NR]=$1} END {if (!NR) {print "n/a"; exit}
-	printf "%.3g [%.3g-%.3g]\n", v[int((NR+1)/2)], v[1], v[NR]}'; }
+# Three significant digits, but whole numbers from 1000 up (conn/s).
+med() { sort -g | awk 'function f(x) {return x >= 1000 ? sprintf("%.0f", x) : sprintf("%.3g", x)}
+	{v[NR]=$1} END {if (!NR) {print "n/a"; exit}
+	printf "%s [%s-%s]\n", f(v[int((NR+1)/2)]), f(v[1]), f(v[NR])}'; }
 wrap() { case $1 in sdp) echo "$RUN" ;; tcp) echo env ;; esac; }
 bw() { # mode size -> Gbit/s
 	local w; w=$(wrap "$1")
@@ -119,4 +121,19 @@ rst() { # mode size count -> usec per transfer (64 B) or Gbit/s
 	timeout $((T + 25)) $w rstream $o -s $S -b $A -p 7471 -S "$2" -C "$3" 2>/dev/null |
 		awk -v s="$2" '$1 == "custom" {print (s == 64 ? $8 : $7)}'
 	kill $sp 2>/dev/null; wait $sp 2>/dev/null
+}
+# Connection rate (sdpperf crr: connect, 1-byte exchange, close, back to
+# back) from rxe-a's address to a server on rxe-b's: SDP over verbs, kernel
+# TCP over the same veth, rsockets (rdma-core's preload library under plain
+# AF_INET sockets).  Without an RDMA path librspreload.so quietly uses kernel
+# TCP, so an SDP or rsockets run that did not move rxe-a's packet counter
+# reports nothing.  CRR_CONNS: clients connecting at once (1).
+crr() { # sdp|tcp|rsockets -> conn/s
+	local p0 out
+	p0=$(sent_a)
+	out=$(timeout $((T + 60)) "$PWD/$B/bin/sdpperf" --workload crr --transports "$1" \
+		--conns "${CRR_CONNS:-1}" --env SDP_TRANSPORT=verbs --server-ip $S --client-ip $A \
+		--time $T --warmup 1 --lib "$SDP_RUN_LIBRARY" 2>/dev/null)
+	[ "$1" = tcp ] || [ "$(sent_a)" -gt "$p0" ] || return 0
+	echo "$out" | awk -v t="$1" '$1 == t && $2 + 0 > 0 {print $2}'
 }

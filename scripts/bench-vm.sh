@@ -22,6 +22,8 @@
 # BENCH_ZC_ONLY=1: only the ZCopy rows (sdpperf, socat) and ib_read_bw.
 # BENCH_LAT_ONLY=1: only the ping-pong rows (SDP with and without the verbs
 # wait spin, SDP_VERBS_SPIN_US=0, in the same boot; TCP; ib_send_lat).
+# BENCH_CRR_ONLY=1: only the connection rate (sdpperf crr) of SDP, kernel TCP
+# and rsockets, each REPEAT times, alternated; with 1 and 8 clients.
 # BENCH_RST_ONLY=1: only rstream, SDP against rsockets (the issue's parity
 # target), and the sockperf ping-pong row.  With BENCH_EXP=1 an "exp" row
 # runs SDP with BENCH_EXP_ENV, comma-separated settings (A/B in one boot):
@@ -43,6 +45,28 @@ if [ -n "${BENCH_ZC_ONLY:-}" ]; then
 		echo "| $((size / 1024)) KiB | ${res[zs,$size]} | ${res[zc,$size]} | ${res[scb,$size]} | ${res[sct,$size]} | ${res[read,$size]} | $(ratio "${res[zs,$size]}" "${res[read,$size]}") | $(ratio "${res[zc,$size]}" "${res[read,$size]}") |"
 	done
 	echo; echo "ZCopy check (largest zcopy_tx sdpstat saw in each socat run):"; cat $ZLOG 2>/dev/null
+	exit 0
+fi
+crr_rows() {
+	local m n i
+	for n in 1 8; do
+		for i in $(seq $R); do
+			for m in sdp tcp rsockets; do
+				echo "$m $(CRR_CONNS=$n crr $m)" >>/tmp/crr.$n
+			done
+		done
+		for m in sdp tcp rsockets; do
+			res[crr,$m,$n]=$(awk -v m=$m '$1 == m && NF > 1 {print $2}' /tmp/crr.$n | med)
+		done
+	done
+	echo "| connect + 1-byte exchange + close (conn/s) | SDP | kernel TCP | rsockets | SDP/TCP | SDP/rsockets |"
+	echo "|---|---|---|---|---|---|"
+	for n in 1 8; do
+		echo "| sdpperf crr, $n client(s) | ${res[crr,sdp,$n]} | ${res[crr,tcp,$n]} | ${res[crr,rsockets,$n]} | $(ratio "${res[crr,sdp,$n]}" "${res[crr,tcp,$n]}") | $(ratio "${res[crr,sdp,$n]}" "${res[crr,rsockets,$n]}") |"
+	done
+}
+if [ -n "${BENCH_CRR_ONLY:-}" ]; then
+	crr_rows
 	exit 0
 fi
 [ -n "${BENCH_LAT_ONLY:-}${BENCH_RST_ONLY:-}" ] && sizes= || sizes="65536 262144 1048576"
@@ -110,3 +134,5 @@ echo "| 64 B ping-pong (usec/xfer) | ${res[rst,sdp,64]} | ${res[rst,rs,64]} | ${
 for size in 65536 1048576; do
 	echo "| $((size / 1024)) KiB (Gbit/s) | ${res[rst,sdp,$size]} | ${res[rst,rs,$size]} | ${res[rst,tcp,$size]} | $(ratio "${res[rst,sdp,$size]}" "${res[rst,rs,$size]}") |"
 done
+echo
+crr_rows

@@ -3,14 +3,17 @@
  * sdpperf: compare SDP (libsdp, AF_INET_SDP), kernel TCP on loopback and UNIX
  * domain sockets on the same workloads, in one run.
  *
- *   sdpperf [--workload stream|rr|crr|conns|all] [--transports sdp,tcp,unix]
- *           [--size BYTES] [--conns N] [--idle K] [--time SEC] [--warmup SEC]
- *           [--repeat R] [--env KEY=VAL]... [--lib PATH] [--json]
+ *   sdpperf [--workload stream|rr|crr|conns|all]
+ *           [--transports sdp,tcp,unix,rsockets] [--size BYTES] [--conns N]
+ *           [--idle K] [--time SEC] [--warmup SEC] [--repeat R]
+ *           [--env KEY=VAL]... [--lib PATH] [--rs-lib PATH] [--json]
  *
  * Each measurement runs a server and a client process, both fork+exec of
  * sdpperf itself in a hidden "--role server|client" mode.  Only SDP runs get
  * LD_PRELOAD=<lib> (default <dir of sdpperf>/../lib/libsdp.so) and the --env
- * settings.  The client reports START (after warm-up) and END (with results)
+ * settings; rsockets runs (only when named: they need an RDMA device, and
+ * without one rdma-core's preload library quietly uses kernel TCP) get
+ * LD_PRELOAD=<librspreload.so> instead.  The client reports START (after warm-up) and END (with results)
  * over a pipe; the parent samples both processes' CPU time (/proc/PID/stat,
  * all threads) at START and END, so CPU figures cover exactly the measured
  * window.  Memory (conns) is VmRSS (RssAnon+RssFile+RssShmem) of both
@@ -54,15 +57,16 @@
 #define AF_INET_SDP 27
 #endif
 
-enum { T_SDP, T_TCP, T_UNIX, NTRANS };
-static const char *tname[NTRANS] = { "sdp", "tcp", "unix" };
+enum { T_SDP, T_TCP, T_UNIX, T_RS, NTRANS };
+static const char *tname[NTRANS] = { "sdp", "tcp", "unix", "rsockets" };
+static const char *tlabel[NTRANS] = { "SDP", "TCP", "UNIX", "rsockets" };
 enum { W_STREAM, W_RR, W_CRR, W_CONNS, NWORK };
 static const char *wname[NWORK] = { "stream", "rr", "crr", "conns" };
 
 /* options (shared by all roles) */
 static int o_work = -1; /* -1 = several (o_wsel) */
 static int o_wsel[NWORK] = { 1, 1, 1, 1 };
-static int o_trans[NTRANS] = { 1, 1, 1 };
+static int o_trans[NTRANS] = { 1, 1, 1, 0 }; /* rsockets only when named */
 static size_t o_size = 0; /* 0 = workload default */
 static int o_conns = 1;
 static int o_idle = 1000;
@@ -71,6 +75,9 @@ static double o_warmup = 0.5;
 static int o_repeat = 1;
 static int o_json;
 static const char *o_lib;
+/* rsockets: plain AF_INET sockets under rdma-core's preload library, which
+ * carries them over RDMA (needs an RDMA device; used in the VM). */
+static const char *o_rs_lib;
 /* Where the server listens and the client connects (IPv4; loopback by
  * default), and the client's own address: across two local interfaces
  * (the VM's rxe-a and rxe-b) the path then leaves through the first. */
@@ -138,7 +145,7 @@ static void cfail(const char *fmt, ...)
 
 static int domain_of(int t)
 {
-	return t == T_SDP ? AF_INET_SDP : t == T_TCP ? AF_INET : AF_UNIX;
+	return t == T_SDP ? AF_INET_SDP : t == T_UNIX ? AF_UNIX : AF_INET;
 }
 
 static int mksock(void)
@@ -177,6 +184,22 @@ static socklen_t mkaddr(struct sockaddr_storage *ss, const char *addr)
 	in->sin_addr.s_addr = o_srv_ip_s ? o_srv_ip.s_addr : htonl(INADDR_LOOPBACK);
 	in->sin_port = htons((uint16_t)atoi(addr));
 	return sizeof *in;
+}
+
+/* rdma-core installs the rsockets preload library beside librdmacm, in the
+ * multiarch directory; the first of the usual places that has it. */
+static const char *find_rs_lib(void)
+{
+	static const char *const where[] = {
+		"/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so",
+		"/usr/lib/aarch64-linux-gnu/rsocket/librspreload.so",
+		"/usr/lib64/rsocket/librspreload.so",
+		"/usr/lib/rsocket/librspreload.so",
+	};
+	for (size_t i = 0; i < sizeof where / sizeof where[0]; i++)
+		if (access(where[i], R_OK) == 0)
+			return where[i];
+	return where[0];
 }
 
 /* As many descriptors as allowed; as root, up to fs.nr_open (an SDP
@@ -667,6 +690,8 @@ static int spawn(proc_t *p, int trans, const char *role, const char *addr)
 			setenv("LD_PRELOAD", o_lib, 1);
 			for (int i = 0; i < o_nenv; i++)
 				putenv(o_env[i]);
+		} else if (trans == T_RS) {
+			setenv("LD_PRELOAD", o_rs_lib, 1);
 		} else {
 			unsetenv("LD_PRELOAD");
 		}
@@ -1001,9 +1026,9 @@ static void print_ratio(int w, size_t off, const char *what, int higher_better)
 			continue;
 		stat_t a = agg(s->rs, s->n, off), b = agg(o->rs, o->n, off);
 		if (s->ok && o->ok && b.med != 0 && !isnan(a.med) && !isnan(b.med))
-			printf("  SDP/%s = %.2fx", t == T_TCP ? "TCP" : "UNIX", a.med / b.med);
+			printf("  SDP/%s = %.2fx", tlabel[t], a.med / b.med);
 		else
-			printf("  SDP/%s = n/a", t == T_TCP ? "TCP" : "UNIX");
+			printf("  SDP/%s = n/a", tlabel[t]);
 	}
 	printf("%s\n", higher_better ? "   (higher is better)" : "   (lower is better)");
 }
@@ -1178,7 +1203,7 @@ static void usage(int rc)
 	fprintf(rc ? stderr : stdout,
 		"usage: sdpperf [options]\n"
 		"  --workload stream|rr|crr|conns|all   (or a comma list; default all)\n"
-		"  --transports sdp,tcp,unix            (default all three)\n"
+		"  --transports sdp,tcp,unix,rsockets   (default sdp,tcp,unix)\n"
 		"  --size BYTES      message size (stream default 65536, rr 1)\n"
 		"  --conns N         connections for stream and rr, clients for crr (default 1)\n"
 		"  --idle K          connections opened by the conns workload (default 1000)\n"
@@ -1187,6 +1212,8 @@ static void usage(int rc)
 		"  --repeat R        repeat each measurement, report median [min-max]\n"
 		"  --env KEY=VAL     environment for the SDP processes (repeatable)\n"
 		"  --lib PATH        libsdp.so to preload (default <sdpperf dir>/../lib/libsdp.so)\n"
+		"  --rs-lib PATH     rsockets preload library for the rsockets transport\n"
+		"                    (default: rdma-core's librspreload.so)\n"
 		"  --server-ip IP    IPv4 address the server listens on (default 127.0.0.1)\n"
 		"  --client-ip IP    IPv4 address the client binds before it connects\n"
 		"  --json            machine-readable output\n"
@@ -1269,6 +1296,8 @@ int main(int argc, char **argv)
 				usage(2);
 		} else if (ARG("--lib")) {
 			o_lib = v;
+		} else if (ARG("--rs-lib")) {
+			o_rs_lib = v;
 		} else if (ARG("--server-ip") || ARG("--client-ip")) {
 			int srv = !strcmp(a, "--server-ip");
 
@@ -1334,6 +1363,8 @@ int main(int argc, char **argv)
 			o_lib = libbuf;
 		}
 	}
+	if (!o_rs_lib)
+		o_rs_lib = find_rs_lib();
 	signal(SIGPIPE, SIG_IGN);
 	if (!o_json) {
 		printf("sdpperf:");
@@ -1345,6 +1376,8 @@ int main(int argc, char **argv)
 			printf(" clients bound to %s;", o_cli_ip_s);
 		if (o_trans[T_UNIX])
 			printf(" unix = AF_UNIX stream sockets;");
+		if (o_trans[T_RS])
+			printf(" rsockets = AF_INET via LD_PRELOAD=%s;", o_rs_lib);
 		printf("\n");
 	}
 	for (int i = 0; i < o_nenv && !o_json; i++)
@@ -1369,6 +1402,11 @@ int main(int argc, char **argv)
 				if (t == T_SDP && access(o_lib, R_OK) != 0) {
 					snprintf(c->rs[c->n].err, sizeof c->rs[c->n].err,
 						 "libsdp not found at %.400s (build it, or pass --lib)", o_lib);
+					c->rs[c->n].ok = 0;
+				} else if (t == T_RS && access(o_rs_lib, R_OK) != 0) {
+					snprintf(c->rs[c->n].err, sizeof c->rs[c->n].err,
+						 "librspreload.so not found at %.400s (install librdmacm1, or pass --rs-lib)",
+						 o_rs_lib);
 					c->rs[c->n].ok = 0;
 				} else {
 					run_one(t, &c->rs[c->n]);

@@ -15,6 +15,8 @@
  *    completion into its QP's private software CQ (the hardware wr_id names
  *    the QP: table slot + generation), then bumps the QP's event sequence
  *    word, wakes futex waiters, and writes the QP's eventfd if it was armed.
+ *  - A QP's receive region and send ring are registered once and outlive
+ *    it: the next QP takes them from a small pool (verbs_bufs.c).
  *  - The engine posts every SEND "inline" from unregistered memory.  Data that
  *    fits the device's max_inline_data goes with IBV_SEND_INLINE; anything
  *    larger is copied into a per-QP registered send ring (freed in order as
@@ -174,6 +176,7 @@ struct vb_qp {
 	struct ibv_mr *ring_mr;
 	uint8_t *region;		/* receive region */
 	struct ibv_mr *region_mr;
+	struct vb_bufs *bufs;		/* owns region and ring (verbs_bufs.c) */
 	struct sdp_mr recv_mr;
 	struct vb_mr *mrs;
 	struct sdp_cm_event ev[VB_MAX_EVENTS];
@@ -289,6 +292,13 @@ int sdp__verbs_accept(struct sdp_qp *qp, const void *priv, uint32_t priv_len);
 int sdp__verbs_get_event(struct sdp_qp *qp, struct sdp_cm_event *ev);
 int sdp__verbs_addresses(struct sdp_qp *qp, struct sdp_tp_addr *addr);
 int sdp__verbs_disconnect(struct sdp_qp *qp);
+
+/* verbs_bufs.c */
+int sdp__verbs_bufs_take(struct vb_qp *qp, size_t region_size);
+int sdp__verbs_bufs_bind(struct vb_qp *qp, uint64_t ring_size);
+void sdp__verbs_bufs_put(struct vb_qp *qp);
+void sdp__verbs_bufs_orphan(struct vb_qp *qp);
+void sdp__verbs_bufs_forget(void);
 
 /* verbs_qp.c */
 int sdp__verbs_create_qp(const struct sdp_qp_attr *attr, struct sdp_qp **out);

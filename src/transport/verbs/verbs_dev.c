@@ -481,6 +481,7 @@ static void vb_atfork_child(void)
 	pthread_mutex_init(&sdp__vb.lock, NULL);
 	pthread_mutex_init(&sdp__vb.cm_lock, NULL);
 	pthread_mutex_init(&orphan_lock, NULL);
+	sdp__verbs_bufs_forget();
 	if (!sdp__vb.state)
 		return;		/* never used: nothing inherited */
 	__atomic_fetch_add(&sdp__vb.epoch, 1, __ATOMIC_RELAXED);

@@ -59,10 +59,8 @@ int sdp__verbs_create_qp(const struct sdp_qp_attr *attr, struct sdp_qp **out)
 	qp->rlen = calloc(qp->rq_depth, sizeof(*qp->rlen));
 	qp->roff = calloc(qp->rq_depth, sizeof(*qp->roff));
 	rsz = ((size_t)attr->recv_region_size + 4095) & ~(size_t)4095;
-	if (rsz && posix_memalign((void **)&qp->region, 4096, rsz))
-		qp->region = NULL;
 	if (qp->evfd < 0 || !qp->scq || !qp->swr || !qp->rwr || !qp->rlen ||
-	    !qp->roff || (rsz && !qp->region)) {
+	    !qp->roff || sdp__verbs_bufs_take(qp, rsz) < 0) {
 		sdp__verbs_destroy_qp((struct sdp_qp *)qp);
 		return -ENOMEM;
 	}
@@ -134,31 +132,21 @@ int sdp__verbs_qp_rtr_rts(struct vb_qp *qp, int resp_res, int init_depth)
 int sdp__verbs_qp_bind_dev(struct vb_qp *qp)
 {
 	struct ibv_qp_init_attr ia;
-	uint64_t slot;
+	uint64_t slot, ring_size;
 	int r;
 
 	r = sdp__verbs_dev_get(qp->id, &qp->dev);
 	if (r < 0)
 		return r;
-	if (qp->region) {
-		qp->region_mr = ibv_reg_mr(qp->dev->pd, qp->region,
-					   qp->recv_mr.length,
-					   IBV_ACCESS_LOCAL_WRITE);
-		if (!qp->region_mr)
-			return -ENOMEM;
-		qp->recv_mr.lkey = qp->region_mr->lkey;
-	}
 	slot = qp->attr.recv_region_size / qp->attr.max_recv_wr;
-	qp->ring_size = (uint64_t)qp->attr.max_send_wr * slot;
-	if (qp->ring_size < VB_RING_MIN)
-		qp->ring_size = VB_RING_MIN;
-	qp->ring_size = (qp->ring_size + 4095) & ~(uint64_t)4095;
-	if (posix_memalign((void **)&qp->ring, 4096, qp->ring_size))
-		return -ENOMEM;
-	qp->ring_mr = ibv_reg_mr(qp->dev->pd, qp->ring, qp->ring_size,
-				 IBV_ACCESS_LOCAL_WRITE);
-	if (!qp->ring_mr)
-		return -ENOMEM;
+	ring_size = (uint64_t)qp->attr.max_send_wr * slot;
+	if (ring_size < VB_RING_MIN)
+		ring_size = VB_RING_MIN;
+	r = sdp__verbs_bufs_bind(qp, (ring_size + 4095) & ~(uint64_t)4095);
+	if (r < 0)
+		return r;
+	if (qp->region_mr)
+		qp->recv_mr.lkey = qp->region_mr->lkey;
 	r = sdp__verbs_dev_attach(qp->dev, qp, (int)qp->scq_cap);
 	if (r < 0) {
 		qp->dev = NULL;		/* nothing reserved */
@@ -256,6 +244,7 @@ void sdp__verbs_destroy_qp(struct sdp_qp *tq)
 			next = m->next;
 			free(m);	/* the ibv_mr handle is leaked */
 		}
+		sdp__verbs_bufs_orphan(qp);
 		goto free_mem;
 	}
 	if (qp->dev && qp->hw && (st == VB_ESTABLISHED || st == VB_PASSIVE))
@@ -277,13 +266,8 @@ void sdp__verbs_destroy_qp(struct sdp_qp *tq)
 		ibv_dereg_mr(m->mr);
 		free(m);
 	}
-	if (qp->ring_mr)
-		ibv_dereg_mr(qp->ring_mr);
-	if (qp->region_mr)
-		ibv_dereg_mr(qp->region_mr);
+	sdp__verbs_bufs_put(qp);	/* the hardware QP is gone */
 free_mem:
-	free(qp->ring);
-	free(qp->region);
 	free(qp->scq);
 	free(qp->swr);
 	free(qp->rwr);
