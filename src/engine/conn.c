@@ -201,6 +201,7 @@ int sdp_conn_alloc(struct sdp_conn **out)
 	c->zc_mode_rx = SDP_MODE_COMBINED;
 	c->zc_peer_max_adverts = 1;	/* until the Hello says more */
 	c->wake_word = c->wake_word_of = -1;
+	c->ev_fd = -1;
 	atomic_init(&c->armed_word, -1);
 	c->owner_slot = sdp_owner_alloc();
 	sdp_handover_init();
@@ -345,9 +346,11 @@ static void conn_bufs_for(struct sdp_conn *c,
 		c->buf_size = ops->recv_buf_size_pref;
 }
 
-static void qp_attr(const struct sdp_conn *c, struct sdp_qp_attr *a)
+static void qp_attr(struct sdp_conn *c, struct sdp_qp_attr *a)
 {
 	memset(a, 0, sizeof(*a));
+	a->events = &sdp_progress_qp_events;
+	a->events_ctx = c;
 	a->max_send_wr = 64;
 	a->max_recv_wr = c->nbufs;
 	a->recv_region_size = c->nbufs * c->buf_size;

@@ -13,6 +13,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -267,6 +268,11 @@ struct sdp_conn {
 	struct sdp_relay *relay;
 	unsigned orphan:1;		/* application closed it */
 	unsigned registered:1;		/* in the progress thread's epoll */
+	/* Under the progress lock (progress.c): registered, as seen by the
+	 * transport's callbacks, which may not hold c->lock; and the QP's
+	 * event descriptor in the progress thread's epoll, or -1. */
+	bool ev_live;
+	int ev_fd;
 	unsigned dead:1;		/* queued for freeing */
 	uint64_t close_deadline_ns;
 	uint64_t connect_deadline_ns;	/* CONNECTING: reset after it */
@@ -424,9 +430,9 @@ int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms);
  * not established): lets sendfile() read no more of the file than fits. */
 size_t sdp_conn_send_room(struct sdp_conn *c);
 /* Descriptors an SDP connection holds in its process, at most
- * (fdlimit.c, docs/DESIGN.md "Descriptor budget"): six, and one more
- * while a "both" client connects. */
-#define SDP_CONN_FDS 7
+ * (fdlimit.c, docs/DESIGN.md "Descriptor budget"): four, one more while a
+ * "both" client connects, and six once a fork() shares it. */
+#define SDP_CONN_FDS 6
 /* Room for one more connection within half of RLIMIT_NOFILE: the other
  * half stays for the application and for the connections that go TCP. */
 int sdp_conn_fd_budget_ok(void);

@@ -88,8 +88,12 @@ static void give_mailbox(struct sdp_conn *c, void *arg)
 	if (c->ready && !c->ready->app_ino && c->ready->app_fd >= 0 &&
 	    fstat(c->ready->app_fd, &st) == 0)
 		c->ready->app_ino = (uint64_t)st.st_ino;	/* exec.c */
+	/* A QP that could not be made reachable from the child stays
+	 * here: no mailbox, so another process of the family gets EBADFD. */
 	if (!c->mbox && c->qp && SDP_TP(c->qp)->export_qp &&
-	    c->owner_slot >= 0) {
+	    c->owner_slot >= 0 &&
+	    (!SDP_TP(c->qp)->share_prepare ||
+	     SDP_TP(c->qp)->share_prepare(c->qp) == 0)) {
 		n = mbox_size_for(c);
 		p = mmap(NULL, n, PROT_READ | PROT_WRITE,
 			 MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

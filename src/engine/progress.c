@@ -110,6 +110,9 @@ static void progress_atfork_child(void)
 		pthread_mutex_init(&c->lock, NULL);
 		c->inherited_refs = c->registered + !!c->in_timer;
 		c->registered = 0;
+		/* In the parent's epoll instance, which is not ours. */
+		c->ev_live = 0;
+		c->ev_fd = -1;
 		c->in_timer = 0;
 		c->next = c->prev = c->timer_next = NULL;
 	}
@@ -210,28 +213,78 @@ void sdp_progress_wake(void)
 	}
 }
 
+/* P.lock held: our epoll holds the QP's event descriptor exactly while
+ * the connection is registered and its transport names one (transport.h:
+ * event_fd() may change, or be -1).  0, or -errno if it could not be
+ * added. */
+static int ev_fd_sync_locked(struct sdp_conn *c)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP,
+				  .data.ptr = c };
+	int want = c->ev_live ? SDP_TP(c->qp)->event_fd(c->qp) : -1;
+
+	if (want == c->ev_fd)
+		return 0;
+	if (c->ev_fd >= 0)
+		sdp_real.epoll_ctl(P.epfd, EPOLL_CTL_DEL, c->ev_fd, NULL);
+	c->ev_fd = -1;
+	if (want < 0)
+		return 0;
+	SDP_TSAN_RELEASE(c);	/* handed to the progress thread by epoll */
+	if (sdp_real.epoll_ctl(P.epfd, EPOLL_CTL_ADD, want, &ev) < 0)
+		return -errno;
+	c->ev_fd = want;
+	return 0;
+}
+
+static void qp_fd_changed(void *ctx)
+{
+	struct sdp_conn *c = ctx;
+
+	pthread_mutex_lock(&P.lock);
+	ev_fd_sync_locked(c);
+	pthread_mutex_unlock(&P.lock);
+}
+
+static void timer_list_add_locked(struct sdp_conn *c, int full);
+
+static void qp_notify(void *ctx)
+{
+	struct sdp_conn *c = ctx;
+
+	pthread_mutex_lock(&P.lock);
+	timer_list_add_locked(c, 1);
+	pthread_mutex_unlock(&P.lock);
+	/* The progress thread takes the list after every batch. */
+	if (!sdp_in_progress_thread)
+		sdp_progress_wake();
+}
+
+const struct sdp_qp_events sdp_progress_qp_events = {
+	.fd_changed = qp_fd_changed,
+	.notify = qp_notify,
+};
+
 int sdp_progress_add_conn(struct sdp_conn *c)
 {
-	struct epoll_event ev;
-	int fd, r;
+	int r;
 
 	r = progress_init();
 	if (r < 0)
 		return r;
 	sdp_conn_get(c);
 	pthread_mutex_lock(&c->lock);
-	fd = SDP_TP(c->qp)->event_fd(c->qp);
-	ev.events = EPOLLIN;
-	ev.data.ptr = c;
-	SDP_TSAN_RELEASE(c);	/* handed to the progress thread by epoll */
-	if (fd < 0 || sdp_real.epoll_ctl(P.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-		r = fd < 0 ? fd : -errno;
+	pthread_mutex_lock(&P.lock);
+	c->ev_live = 1;
+	r = ev_fd_sync_locked(c);
+	if (r < 0) {
+		c->ev_live = 0;
+		pthread_mutex_unlock(&P.lock);
 		pthread_mutex_unlock(&c->lock);
 		sdp_conn_put(c);
 		return r;
 	}
 	c->registered = 1;
-	pthread_mutex_lock(&P.lock);
 	c->prev = NULL;
 	c->next = P.conns;
 	if (P.conns)
@@ -304,9 +357,11 @@ static void release_listeners(void)
  * hold's deadline (Nagle, cork), which costs nothing until it is due. */
 static void timer_list_add_locked(struct sdp_conn *c, int full)
 {
+	if (!c->ev_live)	/* not ours to service (or not yet) */
+		return;
 	if (full)
 		c->timer_full = 1;
-	if (c->in_timer || !c->registered)
+	if (c->in_timer)
 		return;
 	sdp_conn_get(c);
 	c->in_timer = 1;
@@ -428,16 +483,14 @@ static void check_holders_locked(struct sdp_conn *c)
 
 static void unregister_conn_locked(struct sdp_conn *c)
 {
-	int fd = SDP_TP(c->qp)->event_fd(c->qp);
-
-	if (fd >= 0)
-		sdp_real.epoll_ctl(P.epfd, EPOLL_CTL_DEL, fd, NULL);
 	if (c->held_elsewhere && c->ready_kept && c->ready_kept->lib_fd >= 0)
 		sdp_real.epoll_ctl(P.epfd, EPOLL_CTL_DEL, c->ready_kept->lib_fd,
 				   NULL);
 	if (relaying(c))
 		sdp_relay_abort_locked(c);
 	pthread_mutex_lock(&P.lock);
+	c->ev_live = 0;
+	ev_fd_sync_locked(c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else if (P.conns == c)

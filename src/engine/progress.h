@@ -16,6 +16,9 @@ struct sdp_listen;
 
 /* Start watching a connection that has a QP (takes a reference). */
 int sdp_progress_add_conn(struct sdp_conn *c);
+/* The callbacks a connection's QP reaches the progress thread with
+ * (transport.h), its context the connection. */
+extern const struct sdp_qp_events sdp_progress_qp_events;
 /* Watch for the last descriptor of a held_elsewhere connection to close
  * (c->lock held, after sdp_conn_detach kept its readiness pair). */
 void sdp_progress_watch_holders(struct sdp_conn *c);

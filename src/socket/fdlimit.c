@@ -2,10 +2,11 @@
 /*
  * fdlimit.c — room for the library's descriptors under RLIMIT_NOFILE.
  *
- * Why.  An SDP connection costs its process about 6 descriptors where TCP
- * costs one: the application's socketpair end and the library's, the shm
- * rendezvous socket, the peer's wake-up socket, an eventfd and an epoll
- * set (the peer's pidfd is shared per peer process).  Under the common
+ * Why.  An SDP connection costs its process 4 descriptors where TCP costs
+ * one: the application's socketpair end and the library's, the shm
+ * rendezvous socket and the peer's wake-up socket (the peer's pidfd is
+ * shared per peer process; a connection a fork() shares gets an eventfd
+ * and an epoll set more).  Under the common
  * soft limit of 1024 a server that holds 500 TCP connections would fail
  * with EMFILE at about 150 under sdp_run, a difference the program can
  * see.  So, when the library loads,

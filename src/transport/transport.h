@@ -138,6 +138,21 @@ const char *sdp_wc_status_str(enum sdp_wc_status status);
 
 /* ---- queue pair ---------------------------------------------------------- */
 
+/*
+ * How a QP reaches the per-process progress thread (see "Waiting" below):
+ * the engine's callbacks, with the context it gave in the attributes.
+ * Either may be called from any thread, with or without the engine's
+ * connection lock, but not with a lock of the provider's that the engine
+ * could wait for.
+ */
+struct sdp_qp_events {
+	/* What event_fd() returns has changed: watch the new one. */
+	void (*fd_changed)(void *ctx);
+	/* News for an armed QP (req_notify() returned 0) that no event
+	 * descriptor shows: have it serviced. */
+	void (*notify)(void *ctx);
+};
+
 struct sdp_qp_attr {
 	uint32_t max_send_wr;	/* send queue depth */
 	uint32_t max_recv_wr;	/* receive queue depth */
@@ -146,6 +161,8 @@ struct sdp_qp_attr {
 				    * this QP (the private receive buffers) */
 	uint32_t cm_flags;	/* create_qp_from_req: SDP_CM_F_* sent with the
 				 * accept, where the transport can carry them */
+	const struct sdp_qp_events *events;	/* the engine's callbacks */
+	void *events_ctx;
 };
 
 /* Carried beside the HelloAck by transports that can (shm), outside the
@@ -210,8 +227,13 @@ struct sdp_cm_event {
  *
  *   event_fd(qp) is for the per-process progress thread's epoll: after
  *   req_notify(qp) returns 0, the fd becomes readable when a new completion
- *   or event arrives; req_notify returns 1 when work is already pending (poll
- *   again instead of sleeping).  ack_events(qp) drains the fd.
+ *   or event arrives, or the provider calls attr->events->notify() for news
+ *   the fd does not show; req_notify returns 1 when work is already pending
+ *   (poll again instead of sleeping).  ack_events(qp) drains the fd.
+ *   event_fd() may be -1 (nothing to watch yet, or any more) and may
+ *   change over the QP's life; the provider then calls
+ *   attr->events->fd_changed().  shm watches its rendezvous socket, so a
+ *   connection costs no descriptor of its own for events.
  */
 /*
  * Flags of bind_flags().  SDP_BIND_TCP_HELD: the caller holds the kernel TCP
@@ -331,6 +353,11 @@ struct sdp_transport_ops {
 	 * change process (verbs), and a second process gets EBADFD. */
 	ssize_t (*export_qp)(struct sdp_qp *qp, void *buf, size_t cap);
 	int (*import_qp)(struct sdp_qp *qp, const void *buf, size_t len);
+	/* Before a fork() that may share the QP with the child: create what
+	 * another process of the family needs to summon (below) the one that
+	 * drives it.  0, or -errno: the QP then stays with this process.
+	 * NULL: nothing to prepare. */
+	int (*share_prepare)(struct sdp_qp *qp);
 	/* Wake the process that drives this QP now (its progress thread and
 	 * its waiting threads), from another process of the family. */
 	void (*summon)(struct sdp_qp *qp);

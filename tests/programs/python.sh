@@ -161,8 +161,8 @@ http_case plain sdp fallback-client
 http_case sdp plain fallback-server
 
 # ---- many connections under a low soft RLIMIT_NOFILE ---------------------------
-# An SDP connection costs its process about 7 descriptors where TCP costs
-# one; libsdp raises the soft limit at load (socket/fdlimit.c), so 150
+# An SDP connection costs its process 4 descriptors where TCP costs one;
+# libsdp raises the soft limit at load (socket/fdlimit.c), so 150
 # connection pairs in one process fit under `ulimit -S -n 256` as with TCP.
 cat >"$TMP/many.py" <<'EOF'
 import hashlib, resource, socket, sys

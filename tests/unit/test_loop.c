@@ -85,7 +85,8 @@ struct pair {
 static int pair_up(struct pair *p, int port, int nrecv)
 {
 	struct sockaddr_in a = sin4("127.0.0.1", port);
-	struct sdp_qp_attr attr = { 64, 64, REGION, 0 };
+	struct sdp_qp_attr attr = { .max_send_wr = 64, .max_recv_wr = 64,
+				    .recv_region_size = REGION };
 	struct sdp_conn_req *req;
 	struct sdp_cm_event ev;
 	uint8_t priv[SDP_CM_PRIV_MAX];
@@ -223,7 +224,8 @@ static void test_handshake(void)
 {
 	struct sockaddr_in6 a6 = sin6("::", 5200);
 	struct sockaddr_in d = sin4("127.0.0.1", 5200);
-	struct sdp_qp_attr attr = { 8, 8, REGION, 0 };
+	struct sdp_qp_attr attr = { .max_send_wr = 8, .max_recv_wr = 8,
+				    .recv_region_size = REGION };
 	struct sdp_listener *l;
 	struct sdp_conn_req *req;
 	struct sdp_qp *c = qp_new(1), *s;
@@ -540,7 +542,8 @@ static void test_rdma(void)
 
 static void test_faults(void)
 {
-	struct sdp_qp_attr attr = { 8, 8, REGION, 0 };
+	struct sdp_qp_attr attr = { .max_send_wr = 8, .max_recv_wr = 8,
+				    .recv_region_size = REGION };
 	struct sockaddr_in a = sin4("127.0.0.1", 5900);
 	struct sdp_qp *qp;
 	struct sdp_cm_event ev;

@@ -224,11 +224,16 @@ struct shm_qp {
 	struct sdp_qp_attr attr;
 	_Atomic(enum shm_state) state;	/* read by wait() without the lock */
 	_Atomic int err;		/* in error: flush everything */
-	_Atomic int sock_in_ep;		/* sock registered in epfd */
+	/* sock is the QP's event descriptor (event_fd), from the Hello on
+	 * until the peer hangs up. */
+	_Atomic int sock_in_ep;
 	bool disc_reported;
 	int sock;			/* AF_UNIX seqpacket to the peer, or -1 */
-	int epfd;			/* event_fd(): sock + evfd */
-	int evfd;			/* local doorbell (own completions) */
+	/* Made before the first fork() that shares the QP (share_prepare),
+	 * else -1: the eventfd another process of the family summons the
+	 * owner with, and an epoll set over it and `sock`, which is then the
+	 * event descriptor (event_fd). */
+	int summon_fd, summon_ep;
 	int memfd;			/* my segment, until sent */
 
 	struct shm_seg me;		/* my segment */
@@ -395,6 +400,9 @@ uint32_t sdp__shm_wait_seq(struct sdp_qp *qp);
 int sdp__shm_wait(struct sdp_qp *qp, uint32_t seq, int timeout_ms);
 void sdp__shm_kick(struct sdp_qp *qp);
 int sdp__shm_event_fd(struct sdp_qp *qp);
+/* `sock` is the QP's event descriptor (on) or no longer (off). */
+void sdp__shm_sock_watch(struct shm_qp *qp);
+int sdp__shm_share_prepare(struct sdp_qp *qp);
 int sdp__shm_req_notify(struct sdp_qp *qp);
 void sdp__shm_ack_events(struct sdp_qp *qp);
 int sdp__shm_share_app_fd(struct sdp_qp *qp, int fd);

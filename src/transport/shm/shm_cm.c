@@ -284,7 +284,6 @@ int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
 {
 	struct shm_qp *qp = SHM_QP(sq);
 	struct shm_listener *l = SHM_L(local);
-	struct epoll_event eev = { .events = EPOLLIN | EPOLLRDHUP };
 	struct shm_addr d, src;
 	int is_v6, one = 1, err;
 
@@ -337,12 +336,8 @@ int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
 	if (!err)
 		err = sdp__shm_send_msg(qp->sock, SHM_MSG_HELLO, qp, &d, priv,
 					priv_len);
-	if (!err) {
-		eev.data.fd = qp->sock;
-		if (sdp_real.epoll_ctl(qp->epfd, EPOLL_CTL_ADD, qp->sock, &eev))
-			return -errno;
-		atomic_store(&qp->sock_in_ep, 1);
-	}
+	if (!err)
+		sdp__shm_sock_watch(qp);
 	sdp_close(qp->memfd);	/* sent, or never will be */
 	qp->memfd = -1;
 	if (err) {

@@ -4,8 +4,9 @@
  * transport's export_qp / import_qp, see transport.h and engine/handover.c).
  *
  * After fork() every process of the family maps the same segments and
- * holds the same descriptors (the rendezvous socket, the doorbell eventfd,
- * the QP's epoll set): the kernel objects are shared.  What differs is the
+ * holds the same descriptors (the rendezvous socket, and the summon
+ * eventfd and epoll set made for the fork, share_prepare): the kernel
+ * objects are shared.  What differs is the
  * bookkeeping in each process's memory: which of the peer's receives we
  * have seen and not used, our posted receives, local completions not yet
  * polled.  Export writes the owner's copy of that bookkeeping; import loads
@@ -21,8 +22,12 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "base/fdhigh.h"
+#include "base/real.h"
 #include "transport/shm/shm.h"
 
 struct shm_export {
@@ -99,8 +104,8 @@ int sdp__shm_import_qp(struct sdp_qp *sq, const void *buf, size_t len)
 	/* Ours: descriptors, mappings, arrays, the source-port hold. */
 	qp->obj = own.obj;
 	qp->sock = own.sock;
-	qp->epfd = own.epfd;
-	qp->evfd = own.evfd;
+	qp->summon_fd = own.summon_fd;
+	qp->summon_ep = own.summon_ep;
 	qp->memfd = own.memfd;
 	qp->me = own.me;
 	qp->peer = own.peer;
@@ -143,7 +148,52 @@ int sdp__shm_import_qp(struct sdp_qp *sq, const void *buf, size_t len)
 	return 0;
 }
 
+int sdp__shm_share_prepare(struct sdp_qp *sq)
+{
+	struct shm_qp *qp = SHM_QP(sq);
+	struct epoll_event evfd = { .events = EPOLLIN };
+	struct epoll_event evsock = { .events = EPOLLIN | EPOLLRDHUP,
+				      .data.fd = qp->sock };
+	int fd, ep, err;
+
+	if (qp->summon_ep >= 0)
+		return 0;
+	fd = sdp_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+	if (fd < 0)
+		return fd;
+	ep = sdp_fd_high(sdp_real.epoll_create1(EPOLL_CLOEXEC));
+	if (ep < 0) {
+		sdp_close(fd);
+		return ep;
+	}
+	evfd.data.fd = fd;
+	if (sdp_real.epoll_ctl(ep, EPOLL_CTL_ADD, fd, &evfd) < 0 ||
+	    (atomic_load(&qp->sock_in_ep) &&
+	     sdp_real.epoll_ctl(ep, EPOLL_CTL_ADD, qp->sock, &evsock) < 0)) {
+		err = -errno;
+		sdp_close(ep);
+		sdp_close(fd);
+		return err;
+	}
+	qp->summon_fd = fd;
+	qp->summon_ep = ep;
+	if (qp->attr.events)
+		qp->attr.events->fd_changed(qp->attr.events_ctx);
+	return 0;
+}
+
 void sdp__shm_summon(struct sdp_qp *sq)
 {
-	sdp__shm_wake_self(SHM_QP(sq), true);
+	struct shm_qp *qp = SHM_QP(sq);
+	struct shm_ctrl *c = qp->me.ctrl;
+	uint64_t one = 1;
+
+	/* Its waiting threads (the word is in our shared segment), and its
+	 * progress thread (the eventfd is in its epoll). */
+	atomic_fetch_add(&c->seq, 1);
+	sdp__shm_futex_wake(&c->seq);
+	if (qp->summon_fd >= 0 &&
+	    sdp_real.write(qp->summon_fd, &one, sizeof(one)) < 0) {
+		/* saturated: a wake-up is pending anyway */
+	}
 }

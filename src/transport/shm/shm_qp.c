@@ -92,7 +92,6 @@ err_close:
 
 int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_qp **out)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
 	struct shm_qp *qp;
 	int err;
 
@@ -105,7 +104,8 @@ int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_qp **out)
 		return -ENOMEM;
 	qp->obj.ops = &sdp__shm_ops;
 	qp->attr = *attr;
-	qp->sock = qp->epfd = qp->evfd = qp->memfd = qp->peer_pidfd = -1;
+	qp->sock = qp->memfd = qp->peer_pidfd = -1;
+	qp->summon_fd = qp->summon_ep = -1;
 	qp->peer_app_fd = -1;
 	qp->app_word = qp->ww_gen = -1;
 	err = seg_create(qp);
@@ -121,14 +121,6 @@ int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_qp **out)
 	for (uint32_t i = 0; i < qp->me.depth; i++)
 		qp->rwr_free[i] = qp->me.depth - 1 - i;
 	qp->nfree = qp->me.depth;
-	qp->evfd = sdp_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-	qp->epfd = sdp_fd_high(sdp_real.epoll_create1(EPOLL_CLOEXEC));
-	ev.data.fd = qp->evfd;
-	if (qp->evfd < 0 || qp->epfd < 0 ||
-	    sdp_real.epoll_ctl(qp->epfd, EPOLL_CTL_ADD, qp->evfd, &ev)) {
-		err = -errno;
-		goto err_fds;
-	}
 	qp->recv_mr.addr = qp->me.region;
 	qp->recv_mr.length = attr->recv_region_size;
 	qp->recv_mr.lkey = SHM_RECV_LKEY;
@@ -139,11 +131,6 @@ int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_qp **out)
 	*out = qp;
 	return 0;
 
-err_fds:
-	if (qp->epfd >= 0)
-		sdp_close(qp->epfd);
-	if (qp->evfd >= 0)
-		sdp_close(qp->evfd);
 err_unmap:
 	free(qp->lcq);
 	free(qp->rwr_free);
@@ -169,21 +156,14 @@ static int shm_create_qp_from_req(struct sdp_conn_req *sr,
 				  struct sdp_qp **out)
 {
 	struct shm_conn_req *r = (struct shm_conn_req *)sr;
-	struct epoll_event eev = { .events = EPOLLIN | EPOLLRDHUP };
 	struct shm_qp *qp;
 	int err;
 
 	err = sdp__shm_qp_alloc(attr, &qp);
 	if (err)
 		goto err_reject;
-	eev.data.fd = r->sock;
-	if (sdp_real.epoll_ctl(qp->epfd, EPOLL_CTL_ADD, r->sock, &eev)) {
-		err = -errno;
-		shm_destroy_qp((struct sdp_qp *)qp);
-		goto err_reject;
-	}
-	atomic_store(&qp->sock_in_ep, 1);
 	qp->sock = r->sock;
+	sdp__shm_sock_watch(qp);	/* the engine registers it */
 	qp->peer = r->peer;
 	qp->peer_base = r->peer_base;
 	qp->peer_pid = r->peer_pid;
@@ -287,8 +267,10 @@ static void shm_release_qp(struct shm_qp *qp)
 		sdp_close(qp->memfd);
 	sdp__shm_peer_pidfd_put(qp->peer_pidfd);
 	sdp__shm_drop_peer_app_fd((struct sdp_qp *)qp);
-	sdp_close(qp->epfd);
-	sdp_close(qp->evfd);
+	if (qp->summon_ep >= 0)
+		sdp_close(qp->summon_ep);
+	if (qp->summon_fd >= 0)
+		sdp_close(qp->summon_fd);
 	if (qp->local)
 		sdp__shm_listener_free(qp->local);
 	free(qp->lcq);
@@ -724,6 +706,7 @@ const struct sdp_transport_ops sdp__shm_ops = {
 	.detach_qp = shm_detach_qp,
 	.export_qp = sdp__shm_export_qp,
 	.import_qp = sdp__shm_import_qp,
+	.share_prepare = sdp__shm_share_prepare,
 	.summon = sdp__shm_summon,
 	.recv_region = shm_recv_region,
 	.reg_mr = sdp__shm_reg_mr,

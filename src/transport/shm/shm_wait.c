@@ -9,10 +9,12 @@
  *    in shared memory, so the peer's process can FUTEX_WAKE it); they
  *    announce themselves in `waiters` so that a waker makes the syscall only
  *    when somebody sleeps;
- *  - the progress thread sleeps in epoll on event_fd(), an epoll fd holding
- *    the unix socket and a local eventfd.  After req_notify() sets `armed`,
- *    the first waker clears it and rings once: the peer writes one byte on
- *    the unix socket, local completions write the eventfd.
+ *  - the progress thread sleeps in epoll on event_fd(), the unix socket
+ *    itself (a shared QP's summon epoll set, over the socket and its
+ *    summon eventfd, once a fork() shares it).  After req_notify() sets
+ *    `armed`, the first waker clears it and rings once: the peer writes
+ *    one byte on the unix socket, local news goes through the engine's
+ *    notify callback (no descriptor of the QP's own).
  * Waker: publish, seq_cst RMW on seq, then load waiters/armed.  Sleeper:
  * seq_cst store to waiters/armed, then load seq/the rings.  One of the two
  * always sees the other (Dekker), so no wake-up is lost.
@@ -116,16 +118,10 @@ void sdp__shm_wake_owner_nofd(struct shm_ctrl *c, int sock)
 	sdp__shm_wake_owner_seg(c, sock, -1, NULL, 0);
 }
 
-static void evfd_signal(int fd)
-{
-	uint64_t one = 1;
-	ssize_t r = sdp_real.write(fd, &one, sizeof(one));
-
-	(void)r;
-}
-
-/* News for our own QP.  `force_event` makes event_fd readable even when the
- * progress side is not armed (CM events and errors). */
+/* News for our own QP.  `force_event` has the progress side service it
+ * even when it is not armed (CM events and errors).  The engine's
+ * callback, not a descriptor per QP: a connection's only event descriptor
+ * is its rendezvous socket (transport.h, "Waiting"). */
 void sdp__shm_wake_self(struct shm_qp *qp, bool force_event)
 {
 	struct shm_ctrl *c = qp->me.ctrl;
@@ -133,9 +129,29 @@ void sdp__shm_wake_self(struct shm_qp *qp, bool force_event)
 	atomic_fetch_add(&c->seq, 1);
 	if (atomic_load(&c->waiters))
 		sdp__shm_futex_wake(&c->seq);
-	if (force_event ||
-	    (atomic_load(&c->armed) && atomic_exchange(&c->armed, 0)))
-		evfd_signal(qp->evfd);
+	if ((force_event ||
+	     (atomic_load(&c->armed) && atomic_exchange(&c->armed, 0))) &&
+	    qp->attr.events)
+		qp->attr.events->notify(qp->attr.events_ctx);
+}
+
+static void event_fd_changed(struct shm_qp *qp)
+{
+	if (qp->attr.events)
+		qp->attr.events->fd_changed(qp->attr.events_ctx);
+}
+
+void sdp__shm_sock_watch(struct shm_qp *qp)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP,
+				  .data.fd = qp->sock };
+
+	if (atomic_exchange(&qp->sock_in_ep, 1))
+		return;
+	if (qp->summon_ep >= 0)
+		sdp_real.epoll_ctl(qp->summon_ep, EPOLL_CTL_ADD, qp->sock, &ev);
+	else
+		event_fd_changed(qp);
 }
 
 void sdp__shm_sock_unwatch(struct shm_qp *qp)
@@ -143,8 +159,12 @@ void sdp__shm_sock_unwatch(struct shm_qp *qp)
 	/* After a hang-up the socket stays readable (EOF) for good; keeping
 	 * it in the epoll set would make a level-triggered progress loop
 	 * spin on a dead connection. */
-	if (atomic_exchange(&qp->sock_in_ep, 0))
-		sdp_real.epoll_ctl(qp->epfd, EPOLL_CTL_DEL, qp->sock, NULL);
+	if (!atomic_exchange(&qp->sock_in_ep, 0))
+		return;
+	if (qp->summon_ep >= 0)
+		sdp_real.epoll_ctl(qp->summon_ep, EPOLL_CTL_DEL, qp->sock, NULL);
+	else
+		event_fd_changed(qp);
 }
 
 static short sock_revents(struct shm_qp *qp, short events)
@@ -159,8 +179,9 @@ static short sock_revents(struct shm_qp *qp, short events)
 /* Notice a peer that is gone (closed flag or socket hang-up); puts the QP in
  * error.  Returns true if the QP is in error.  `ask_sock`: poll the socket
  * for a hang-up.  Without it only the closed flag is read, which is enough
- * while the socket sits in the QP's epoll set: a hang-up then makes
- * event_fd readable, and ack_events() reads it off the socket. */
+ * while an epoll set watches the socket (the progress thread's, or the
+ * summon set of a shared QP): a hang-up then makes event_fd readable, and
+ * ack_events() reads it off the socket. */
 bool sdp__shm_check_peer(struct shm_qp *qp, bool ask_sock)
 {
 	enum shm_state st;
@@ -248,7 +269,11 @@ void sdp__shm_kick(struct sdp_qp *sq)
 
 int sdp__shm_event_fd(struct sdp_qp *sq)
 {
-	return SHM_QP(sq)->epfd;
+	struct shm_qp *qp = SHM_QP(sq);
+
+	if (qp->summon_ep >= 0)
+		return qp->summon_ep;
+	return atomic_load(&qp->sock_in_ep) ? qp->sock : -1;
 }
 
 static bool work_pending(struct shm_qp *qp)
@@ -286,10 +311,13 @@ void sdp__shm_ack_events(struct sdp_qp *sq)
 {
 	struct shm_qp *qp = SHM_QP(sq);
 	bool drained = false;
-	uint64_t v;
-	ssize_t r = sdp_real.read(qp->evfd, &v, sizeof(v));
 
-	(void)r;
+	if (qp->summon_fd >= 0) {
+		uint64_t v;
+		ssize_t r = sdp_real.read(qp->summon_fd, &v, sizeof(v));
+
+		(void)r;	/* nothing to drain */
+	}
 	/* A socket read down to EAGAIN has not hung up: seqpacket reads
 	 * return 0 after the peer's last message. */
 	if (atomic_load(&qp->state) == SHM_ESTABLISHED &&
