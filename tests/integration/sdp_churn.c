@@ -10,8 +10,9 @@
  * after a warm-up and again at the end: a connection that leaks a
  * descriptor, a segment mapping or its buffers shows there long before N.
  * Closing finishes in the background (the progress thread ends each closed
- * connection's handshake), so the end census waits, bounded, for the
- * descriptors and mappings to come back to the warm-up's.
+ * connection's handshake), and idle caches age out in the background, so
+ * the end census waits, bounded, for the descriptors, mappings and private
+ * memory to come back to the warm-up's.
  */
 #include <malloc.h>
 
@@ -85,9 +86,10 @@ static struct census take_census(void)
 	return c;
 }
 
-/* The end census, once descriptors and mappings are back to the warm-up's
- * (closes still finishing in the background), or after 10 s: then the
- * last one, which fails the comparison. */
+/* The end census, once descriptors, mappings and private memory are back
+ * to the warm-up's (closes still finishing in the background; the verbs
+ * transport's idle registered buffers released a second after their last
+ * use), or after 10 s: then the last one, which fails the comparison. */
 static struct census settled_census(const struct census *base)
 {
 	double until = now_sec() + 10;
@@ -96,7 +98,8 @@ static struct census settled_census(const struct census *base)
 	for (;;) {
 		c = take_census();
 		if ((c.fds <= base->fds + SLACK_FDS &&
-		     (!MEMORY_CENSUS || c.maps <= base->maps + SLACK_MAPS)) ||
+		     (!MEMORY_CENSUS || (c.maps <= base->maps + SLACK_MAPS &&
+					 c.rss_kib <= base->rss_kib + SLACK_RSS_KIB))) ||
 		    now_sec() > until)
 			return c;
 		usleep(10000);

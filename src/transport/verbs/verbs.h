@@ -236,6 +236,7 @@ struct vb_global {
 	pthread_mutex_t init_lock;
 	struct rdma_event_channel *cm;
 	int epfd;
+	int trim_fd;			/* eventfd: an idle buffer set to age */
 	int ndevices;			/* ibv devices at start-up */
 	int err;			/* why unavailable (negative errno) */
 	pthread_mutex_t lock;		/* device list */
@@ -299,6 +300,9 @@ int sdp__verbs_bufs_bind(struct vb_qp *qp, uint64_t ring_size);
 void sdp__verbs_bufs_put(struct vb_qp *qp);
 void sdp__verbs_bufs_orphan(struct vb_qp *qp);
 void sdp__verbs_bufs_forget(void);
+int sdp__verbs_bufs_trim(void);
+/* verbs_dev.c: have the event thread look at the idle sets' ages. */
+void sdp__verbs_trim_kick(void);
 
 /* verbs_qp.c */
 int sdp__verbs_create_qp(const struct sdp_qp_attr *attr, struct sdp_qp **out);

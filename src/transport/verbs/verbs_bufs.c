@@ -14,9 +14,10 @@
  *
  * Bounded three ways.  At most VB_BUFS_IDLE sets wait: as many as clients
  * that connect at once can use (8 concurrent connect loops ran 1.7x faster
- * with 16 than with 4).  A set idle for VB_BUFS_AGE_MS is released at the
- * next take or return, so a burst leaves no memory pinned for long in a
- * process that goes on connecting.  And idle pinned memory counts against
+ * with 16 than with 4).  A set idle for VB_BUFS_AGE_MS is released: at the
+ * next take or return, or by the event thread, which sleeps no longer than
+ * until the oldest idle set ages (sdp__verbs_bufs_trim), so a burst leaves
+ * no memory pinned for long.  And idle pinned memory counts against
  * RLIMIT_MEMLOCK: when a registration fails, the idle sets are released and
  * it is tried once more, so the pool never costs a connection.  Idle sets
  * are MADV_DONTFORK: a fork() child does not copy pinned pages it would
@@ -117,6 +118,27 @@ static void release_list(struct vb_bufs *list)
 		list = b->next;
 		bufs_release(b);
 	}
+}
+
+/* Releases the idle sets that aged; returns the milliseconds until the
+ * next one ages, or -1 if none waits (the event thread's timeout). */
+int sdp__verbs_bufs_trim(void)
+{
+	struct vb_bufs *aged, *b;
+	uint64_t now;
+	int ms = -1;
+
+	pthread_mutex_lock(&pool_lock);
+	aged = pool_unlink_aged();
+	for (b = pool; b && b->next; b = b->next)
+		;
+	if (b) {
+		now = coarse_ms();
+		ms = (int)(b->idle_since_ms + VB_BUFS_AGE_MS - now) + 1;
+	}
+	pthread_mutex_unlock(&pool_lock);
+	release_list(aged);
+	return ms;
 }
 
 /* The receive region for a new QP: an idle set of that size, else fresh
@@ -226,6 +248,7 @@ int sdp__verbs_bufs_bind(struct vb_qp *qp, uint64_t ring_size)
 void sdp__verbs_bufs_put(struct vb_qp *qp)
 {
 	struct vb_bufs *b = qp->bufs, *aged;
+	bool first = false;
 
 	qp->bufs = NULL;
 	qp->region = qp->ring = NULL;
@@ -238,6 +261,7 @@ void sdp__verbs_bufs_put(struct vb_qp *qp)
 		bufs_advise(b, MADV_DONTFORK);
 		b->idle_since_ms = coarse_ms();
 		b->next = pool;
+		first = !pool;
 		pool = b;
 		pool_len++;
 		b = NULL;
@@ -246,6 +270,8 @@ void sdp__verbs_bufs_put(struct vb_qp *qp)
 	release_list(aged);
 	if (b)
 		bufs_release(b);
+	if (first)	/* the event thread may sleep without a timeout */
+		sdp__verbs_trim_kick();
 }
 
 /* A QP inherited across fork(): its registrations are the parent's (never

@@ -57,6 +57,7 @@ struct vb_global sdp__vb = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.cm_lock = PTHREAD_MUTEX_INITIALIZER,
 	.epfd = -1,
+	.trim_fd = -1,
 };
 /* Serialises the one-time flush of inherited QPs in a fork() child. */
 static pthread_mutex_t orphan_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -264,6 +265,7 @@ static uint64_t retry_budget_ms(void)
 }
 
 #define VB_ASYNC_TAG 1u	/* epoll data: device async fd, not its CQ */
+#define VB_TRIM_TAG 2u	/* epoll data: trim_fd (devices are aligned) */
 
 static void async_events(struct vb_dev *d)
 {
@@ -335,7 +337,7 @@ static void *event_thread(void *arg)
 	struct epoll_event ev[16];
 	struct vb_dev *d;
 	bool down;
-	int n, i, tmo;
+	int n, i, tmo, trim;
 
 	(void)arg;
 	sdp_lib_thread_started();
@@ -347,11 +349,21 @@ static void *event_thread(void *arg)
 		tmo = rearm_idle_cqs();
 		if (down && (tmo < 0 || tmo > 100))
 			tmo = 100;
+		trim = sdp__verbs_bufs_trim();
+		if (trim >= 0 && (tmo < 0 || trim < tmo))
+			tmo = trim;
 		n = sdp_real.epoll_wait(sdp__vb.epfd, ev, 16, tmo);
 		for (i = 0; i < n; i++) {
 			uintptr_t p = (uintptr_t)ev[i].data.ptr;
 
-			if (p & VB_ASYNC_TAG)
+			if (p == VB_TRIM_TAG) {
+				uint64_t v;
+
+				if (sdp_real.read(sdp__vb.trim_fd, &v,
+						  sizeof(v)) < 0) {
+					/* drained already */
+				}
+			} else if (p & VB_ASYNC_TAG)
 				async_events((struct vb_dev *)(p & ~(uintptr_t)VB_ASYNC_TAG));
 			else if (p)
 				cq_event((struct vb_dev *)p);
@@ -427,6 +439,12 @@ static int vb_start(void)
 	    sdp_real.epoll_ctl(sdp__vb.epfd, EPOLL_CTL_ADD, sdp__vb.cm->fd,
 			       &ev) < 0)
 		return -errno;
+	sdp__vb.trim_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	ev.data.ptr = (void *)(uintptr_t)VB_TRIM_TAG;
+	if (sdp__vb.trim_fd < 0 ||
+	    sdp_real.epoll_ctl(sdp__vb.epfd, EPOLL_CTL_ADD, sdp__vb.trim_fd,
+			       &ev) < 0)
+		return -errno;
 	/* The thread must never take the application's signals. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -489,6 +507,9 @@ static void vb_atfork_child(void)
 		sdp_close(sdp__vb.epfd);
 	if (sdp__vb.cm)
 		sdp_close(sdp__vb.cm->fd);	/* struct leaked: ids still name it */
+	if (sdp__vb.trim_fd >= 0)
+		sdp_close(sdp__vb.trim_fd);
+	sdp__vb.trim_fd = -1;
 	for (d = sdp__vb.devs; d; d = d->next) {
 		/* No ibv_destroy_* / ibv_close_device: they would reach the
 		 * parent's objects.  Closing our copies of the descriptors
@@ -505,6 +526,16 @@ static void vb_atfork_child(void)
 	sdp__vb.epfd = -1;
 	sdp__vb.err = 0;
 	sdp__vb.state = 0;
+}
+
+void sdp__verbs_trim_kick(void)
+{
+	uint64_t one = 1;
+
+	if (sdp__vb.trim_fd >= 0 &&
+	    sdp_real.write(sdp__vb.trim_fd, &one, sizeof(one)) < 0) {
+		/* counter full: the thread will look anyway */
+	}
 }
 
 /* ---- devices --------------------------------------------------------------- */
