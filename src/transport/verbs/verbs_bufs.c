@@ -76,13 +76,30 @@ static void bufs_free(struct vb_bufs *b)
 	free(b);
 }
 
-static void bufs_release(struct vb_bufs *b)
+static void bufs_dereg(struct vb_bufs *b)
 {
 	if (b->ring_mr)
 		ibv_dereg_mr(b->ring_mr);
 	if (b->region_mr)
 		ibv_dereg_mr(b->region_mr);
+	b->region_mr = b->ring_mr = NULL;
+}
+
+static void bufs_release(struct vb_bufs *b)
+{
+	bufs_dereg(b);
 	bufs_free(b);
+}
+
+/* The QP lets go of its set (its pointers into it cleared). */
+static struct vb_bufs *bufs_detach(struct vb_qp *qp)
+{
+	struct vb_bufs *b = qp->bufs;
+
+	qp->bufs = NULL;
+	qp->region = qp->ring = NULL;
+	qp->region_mr = qp->ring_mr = NULL;
+	return b;
 }
 
 static uint64_t coarse_ms(void)
@@ -206,11 +223,7 @@ int sdp__verbs_bufs_bind(struct vb_qp *qp, uint64_t ring_size)
 	struct vb_bufs *b = qp->bufs;
 
 	if (b->dev != qp->dev) {
-		if (b->region_mr)
-			ibv_dereg_mr(b->region_mr);
-		if (b->ring_mr)
-			ibv_dereg_mr(b->ring_mr);
-		b->region_mr = b->ring_mr = NULL;
+		bufs_dereg(b);
 		b->dev = qp->dev;
 	}
 	if (b->ring && b->ring_size != ring_size) {
@@ -247,12 +260,9 @@ int sdp__verbs_bufs_bind(struct vb_qp *qp, uint64_t ring_size)
  * set for the next one, or release it. */
 void sdp__verbs_bufs_put(struct vb_qp *qp)
 {
-	struct vb_bufs *b = qp->bufs, *aged;
+	struct vb_bufs *b = bufs_detach(qp), *aged;
 	bool first = false;
 
-	qp->bufs = NULL;
-	qp->region = qp->ring = NULL;
-	qp->region_mr = qp->ring_mr = NULL;
 	if (!b)
 		return;
 	pthread_mutex_lock(&pool_lock);
@@ -278,11 +288,8 @@ void sdp__verbs_bufs_put(struct vb_qp *qp)
  * released here), its memory is ours. */
 void sdp__verbs_bufs_orphan(struct vb_qp *qp)
 {
-	struct vb_bufs *b = qp->bufs;
+	struct vb_bufs *b = bufs_detach(qp);
 
-	qp->bufs = NULL;
-	qp->region = qp->ring = NULL;
-	qp->region_mr = qp->ring_mr = NULL;
 	if (b)
 		bufs_free(b);
 }
