@@ -78,10 +78,32 @@ int sdp_appwake_disarm_locked(struct sdp_conn *c)
 	return 1;
 }
 
+int sdp_appwake_kernel_watch_locked(struct sdp_conn *c)
+{
+	if (!c->ready || atomic_load(&c->ready->kwatched))
+		return 0;
+	atomic_store(&c->ready->kwatched, true);
+	return 1;
+}
+
+/* No wait in the kernel has named the descriptor yet: the application
+ * learns of news only by calling in (a blocking call sleeps on the QP, not
+ * on the descriptor).  The arm is then quiet and our descriptor stays
+ * ours: a connection per request saves handing it over (a message with
+ * SCM_RIGHTS, whose receipt wakes the peer's progress thread) and the
+ * bytes the peer would write, and the peer does not ring the progress
+ * thread for messages the application takes by itself. */
+static int kernel_unwatched(const struct sdp_conn *c)
+{
+	return !atomic_load_explicit(&c->ready->kwatched,
+				     memory_order_relaxed) &&
+	       !c->held_elsewhere;
+}
+
 int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask)
 {
 	const struct sdp_app_wake_ops *tp = appwake_ops(c);
-	int quiet = sdp_appwake_user_locked(c);
+	int unwatched, quiet;
 
 	if (!tp || !sdp_cfg.appwake || !c->ready || c->ready->lib_fd < 0 ||
 	    c->ready->eof ||
@@ -89,6 +111,8 @@ int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask)
 		return 0;
 	if (c->state != SDP_ST_ESTABLISHED && c->state != SDP_ST_FIN_WAIT)
 		return 0;
+	unwatched = kernel_unwatched(c);
+	quiet = unwatched || sdp_appwake_user_locked(c);
 	/* Something to read, or work only the progress thread would do when
 	 * the next message comes: leave that message to the doorbell. */
 	/* Quiet, unread data is no reason not to arm: the application
@@ -98,7 +122,7 @@ int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask)
 	    (mask & (SDP_READY_EOF | SDP_READY_ERR)) ||
 	    c->txq_len || (c->wr_shut && !c->disconn_sent))
 		return 0;
-	if (!c->app_fd_shared) {
+	if (!c->app_fd_shared && !unwatched) {
 		int r = tp->share_app_fd(c->qp, c->ready->lib_fd);
 
 		if (r == -ENOTCONN || r == -EAGAIN)

@@ -35,6 +35,12 @@ int sdp_appwake_word_locked(struct sdp_conn *c, int handle);
 /* Without the lock: the word the quiet arm is keyed to now, or -1. */
 int sdp_appwake_armed_word(const struct sdp_conn *c);
 
+/* c->lock held: a wait in the kernel may name the connection's
+ * descriptor from now on (readiness.h, kwatched).  Returns 1 if that is
+ * news: the caller re-decides the arm (sdp_conn_update_ready_locked), so
+ * that the peer writes the readiness byte before that wait sleeps. */
+int sdp_appwake_kernel_watch_locked(struct sdp_conn *c);
+
 /* Before computing readiness: take back the arm.  Returns 1 if the peer
  * consumed it: its byte is accounted as a readable token, and the message
  * it announces must be taken from the CQ before readiness is computed

@@ -890,6 +890,25 @@ static void close_flush_locked(struct sdp_conn *c)
 	}
 }
 
+/*
+ * A closed connection that has sent everything (its DisConn or reset
+ * included) only waits: for the peer's DisConn and hang-up, or for its
+ * QP to be let go.  Waking the progress thread for it at close cost a
+ * wake-up and a lock hand-off per connection-per-request, for nothing the
+ * peer waits on; the thread finishes it at its next wake-up (the peer's
+ * hang-up rings it) or by this many ms.  An orphan with data still queued
+ * is looked at now: credits that free it must reach an armed QP.
+ */
+#define SDP_ORPHAN_LOOK_MS 10
+
+static int orphan_waits_only_locked(const struct sdp_conn *c)
+{
+	if (c->state == SDP_ST_RESET || c->state == SDP_ST_CLOSED ||
+	    c->state == SDP_ST_TIME_WAIT)
+		return 1;
+	return c->disconn_sent && !c->txq_len && !c->zc_tx.n;
+}
+
 void sdp_conn_close(struct sdp_conn *c, int abort)
 {
 	/* The last descriptor in the family closes here: the connection is
@@ -938,6 +957,11 @@ void sdp_conn_close_locked(struct sdp_conn *c, int abort)
 	/* The progress thread must look at the orphan even if no completion
 	 * ever comes (already TIME_WAIT/RESET, or a silent peer): the timer
 	 * list makes it do so, and finish or time it out. */
-	if (c->registered)
+	if (!c->registered)
+		return;
+	if (orphan_waits_only_locked(c))
+		sdp_progress_arm_orphan(c, sdp_now_ns() +
+				       SDP_ORPHAN_LOOK_MS * 1000000ull);
+	else
 		sdp_progress_arm_timer(c);
 }

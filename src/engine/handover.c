@@ -88,6 +88,10 @@ static void give_mailbox(struct sdp_conn *c, void *arg)
 	if (c->ready && !c->ready->app_ino && c->ready->app_fd >= 0 &&
 	    fstat(c->ready->app_fd, &st) == 0)
 		c->ready->app_ino = (uint64_t)st.st_ino;	/* exec.c */
+	/* Either process may wait on the descriptor in the kernel, the
+	 * other one's waits unseen here: the peer must wake it. */
+	if (sdp_appwake_kernel_watch_locked(c))
+		sdp_conn_update_ready_locked(c);
 	/* A QP that could not be made reachable from the child stays
 	 * here: no mailbox, so another process of the family gets EBADFD. */
 	if (!c->mbox && c->qp && SDP_TP(c->qp)->export_qp &&

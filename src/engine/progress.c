@@ -369,10 +369,13 @@ static void timer_list_add_locked(struct sdp_conn *c, int full)
 	P.timers = c;
 }
 
-void sdp_progress_arm_timer_at(struct sdp_conn *c, uint64_t deadline_ns)
+/* Put c on the timer list and have the thread look at it by
+ * `deadline_ns`: a wake-up only if it would otherwise sleep past it, and
+ * then through the timerfd, not now. */
+static void arm_timer_by(struct sdp_conn *c, uint64_t deadline_ns, int full)
 {
 	pthread_mutex_lock(&P.lock);
-	timer_list_add_locked(c, 0);
+	timer_list_add_locked(c, full);
 	if (!P.wake_at && (!P.lazy_min || deadline_ns < P.lazy_min))
 		P.lazy_min = deadline_ns;	/* seen before it sleeps */
 	if (deadline_ns < P.wake_at && !sdp_in_progress_thread &&
@@ -392,6 +395,16 @@ void sdp_progress_arm_timer_at(struct sdp_conn *c, uint64_t deadline_ns)
 			sdp_progress_wake();
 	}
 	pthread_mutex_unlock(&P.lock);
+}
+
+void sdp_progress_arm_timer_at(struct sdp_conn *c, uint64_t deadline_ns)
+{
+	arm_timer_by(c, deadline_ns, 0);
+}
+
+void sdp_progress_arm_orphan(struct sdp_conn *c, uint64_t by_ns)
+{
+	arm_timer_by(c, by_ns, 1);
 }
 
 void sdp_progress_arm_timer(struct sdp_conn *c)

@@ -44,6 +44,10 @@ void sdp_progress_arm_timer(struct sdp_conn *c);
 /* The same for a timer due at `deadline_ns`: the thread is woken only if
  * it would otherwise sleep past it. */
 void sdp_progress_arm_timer_at(struct sdp_conn *c, uint64_t deadline_ns);
+/* The same with a full service by `by_ns`: a closed connection with
+ * nothing left to send, which only waits for the peer (whose hang-up
+ * rings the thread anyway) or for its resources to be let go. */
+void sdp_progress_arm_orphan(struct sdp_conn *c, uint64_t by_ns);
 /* Have the thread re-examine orphans and timers soon. */
 void sdp_progress_wake(void);
 

@@ -24,6 +24,7 @@
 #define SDP_READINESS_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 /*
@@ -66,6 +67,12 @@ struct sdp_ready {
 	unsigned sndbuf_small:1; /* app_fd's send buffer shrunk */
 	unsigned tokens;	/* readable bytes queued or in flight to
 				 * app_fd: ours, and the peer's (appwake) */
+	/* Set for good once a wait in the kernel may name app_fd: poll,
+	 * select or epoll called on it, O_ASYNC, a fork (either process
+	 * may poll it), a holder elsewhere.  Until then the application
+	 * only learns of news by calling in, so the peer need not write the
+	 * readiness byte (appwake.h).  Written without the owner's lock. */
+	atomic_bool kwatched;
 	struct sdp_ready_user user;
 };
 

@@ -403,6 +403,8 @@ int sdp_epfast_ctl(int ep, int op, int fd, struct epoll_event *ev)
 	pthread_mutex_t *m = &ctl_locks[(unsigned)ep % CTL_LOCKS];
 	int r, e;
 
+	if (op != EPOLL_CTL_DEL)
+		sdp_fd_kernel_watch(fd);
 	pthread_mutex_lock(m);
 	r = sdp_real.epoll_ctl(ep, op, fd, ev);
 	e = errno;
@@ -1076,23 +1078,33 @@ static void fd_demote(int fd)
 	}
 }
 
+/* Even a poll that does not sleep reads the kernel's readiness: every
+ * SDP socket it names is watched from now on (sock.h). */
 static void poll_demote(const struct pollfd *p, nfds_t n)
 {
-	if (!atomic_load(&ep_any))
-		return;
-	for (nfds_t i = 0; i < n; i++)
-		fd_demote(p[i].fd);
+	int any = atomic_load(&ep_any);
+
+	for (nfds_t i = 0; i < n; i++) {
+		if (p[i].fd < 0)
+			continue;
+		sdp_fd_kernel_watch(p[i].fd);
+		if (any)
+			fd_demote(p[i].fd);
+	}
 }
 
 static void select_demote(int nfds, const fd_set *r, const fd_set *w,
 			  const fd_set *e)
 {
-	if (!atomic_load(&ep_any))
-		return;
+	int any = atomic_load(&ep_any);
+
 	for (int fd = 0; fd < nfds && fd < FD_SETSIZE; fd++)
 		if ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) ||
-		    (e && FD_ISSET(fd, e)))
-			fd_demote(fd);
+		    (e && FD_ISSET(fd, e))) {
+			sdp_fd_kernel_watch(fd);
+			if (any)
+				fd_demote(fd);
+		}
 }
 
 SDP_EXPORT int poll(struct pollfd *p, nfds_t n, int tmo)

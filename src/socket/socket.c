@@ -24,6 +24,7 @@
 #include "base/cancel.h"
 #include "base/config.h"
 #include "base/real.h"
+#include "engine/appwake.h"
 #include "engine/stats_shm.h"
 #include "engine/zcopy.h"
 #include "sdp/sdp.h"
@@ -623,6 +624,44 @@ static int sock_connect_start(struct sdp_sock *s,
 	s->kind = SDP_SK_CONN;
 	sdp_stat_slot_set_fd(sdp_stat_conn_slot(c), s->ready.app_fd);
 	return 0;
+}
+
+void sdp_sock_kernel_watch(struct sdp_sock *s)
+{
+	struct sdp_conn *c = NULL;
+
+	if (atomic_load_explicit(&s->ready.kwatched, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (s->kind == SDP_SK_CONN && s->conn) {
+		c = s->conn;
+		sdp_conn_get(c);
+	} else {
+		/* A connection made later reads it at its first arm. */
+		atomic_store(&s->ready.kwatched, true);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!c)
+		return;
+	/* Armed quietly until now: armed loudly, with our descriptor handed
+	 * to the peer, before that wait can sleep. */
+	pthread_mutex_lock(&c->lock);
+	if (c->ready == &s->ready && sdp_appwake_kernel_watch_locked(c))
+		sdp_conn_update_ready_locked(c);
+	else
+		atomic_store(&s->ready.kwatched, true);
+	pthread_mutex_unlock(&c->lock);
+	sdp_conn_put(c);
+}
+
+void sdp_fd_kernel_watch(int fd)
+{
+	struct sdp_sock *s = sdp_fd_get(fd);
+
+	if (s) {
+		sdp_sock_kernel_watch(s);
+		sdp_sock_put(s);
+	}
 }
 
 static bool sock_is_conn(struct sdp_sock *s)

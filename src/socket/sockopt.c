@@ -593,8 +593,12 @@ SDP_EXPORT int ioctl(int fd, unsigned long req, ...)
 		if (r == 0)
 			*(int *)arg = val;
 		break;
+	case FIOASYNC:	/* SIGIO comes from the kernel's readiness */
+		sdp_sock_kernel_watch(s);
+		r = sdp_real.ioctl(fd, req, arg) < 0 ? -errno : 0;
+		break;
 	default:
-		/* FIOCLEX, FIOASYNC, ... act on the descriptor itself. */
+		/* FIOCLEX, ... act on the descriptor itself. */
 		r = sdp_real.ioctl(fd, req, arg) < 0 ? -errno : 0;
 		break;
 	}
@@ -609,6 +613,8 @@ static int do_fcntl(int fd, int cmd, void *arg)
 
 	if (!s)
 		return sdp_real.fcntl(fd, cmd, arg);
+	if (cmd == F_SETFL && ((long)arg & O_ASYNC))
+		sdp_sock_kernel_watch(s);	/* SIGIO: kernel readiness */
 	r = sdp_real.fcntl(fd, cmd, arg);
 	if (r >= 0) {
 		if (cmd == F_SETFL) {

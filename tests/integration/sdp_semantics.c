@@ -146,6 +146,7 @@ static const struct {
 	{ "sendmmsg_recvmmsg", t_mmsg },
 	{ "stdio_fdopen_dprintf", t_stdio },
 	{ "select_pselect_poll_ppoll_mixed_with_tcp", t_multiplex },
+	{ "first_wait_after_blocking_io", t_first_wait_after_blocking_io },
 	{ "epoll_oneshot_rearm", t_epoll_oneshot },
 	{ "epoll_edge_triggered", t_epoll_et },
 	{ "epfast_level_triggered", t_epfast_level },

@@ -254,4 +254,128 @@ static int t_rcvtimeo(void)
 }
 
 
+/*
+ * A connection that only blocking calls have used yet: the first wait in
+ * the kernel that names it (poll, select, epoll, SIGIO) must report what
+ * arrived before it and what arrives while it sleeps.  (libsdp's peer
+ * writes no readiness byte until such a wait has named the socket.)
+ */
+enum { FW_POLL0, FW_POLL, FW_SELECT, FW_EPOLL, FW_SIGIO, FW_KINDS };
+static const char *const fw_name[FW_KINDS] = {
+	"poll(0) loop", "poll", "select", "epoll_wait", "SIGIO",
+};
+
+/* 1 if `fd` was reported readable within `ms`. */
+static int fw_wait(int kind, int fd, int ms)
+{
+	if (kind == FW_POLL0) {
+		double end = now_sec() + ms / 1000.0;
+
+		do {
+			struct pollfd p = { fd, POLLIN, 0 };
+
+			if (poll(&p, 1, 0) == 1 && (p.revents & POLLIN))
+				return 1;
+			msleep_poll(1);
+		} while (now_sec() < end);
+		return 0;
+	}
+	if (kind == FW_POLL) {
+		struct pollfd p = { fd, POLLIN, 0 };
+
+		return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
+	}
+	if (kind == FW_SELECT) {
+		fd_set rf;
+		struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+		FD_ZERO(&rf);
+		FD_SET(fd, &rf);
+		return select(fd + 1, &rf, NULL, NULL, &tv) == 1;
+	}
+	if (kind == FW_EPOLL) {
+		struct epoll_event ev = { .events = EPOLLIN }, out;
+		int ep = epoll_create1(EPOLL_CLOEXEC), k;
+
+		if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
+			return 0;
+		k = ep_wait(ep, &out, ms);
+		close(ep);
+		return k == 1 && (out.events & EPOLLIN);
+	}
+	/* SIGIO: blocked, taken with sigtimedwait (F_SETOWN, O_ASYNC set by
+	 * the caller before the data was sent). */
+	sigset_t io;
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	sigemptyset(&io);
+	sigaddset(&io, SIGIO);
+	return sigtimedwait(&io, NULL, &ts) == SIGIO;
+}
+
+struct fw_sender {
+	int fd;
+	char byte;
+};
+
+static void *fw_send_later(void *arg)
+{
+	struct fw_sender *w = arg;
+
+	/* Most often after the waiter sleeps; either order must work. */
+	msleep_poll(50);
+	if (send(w->fd, &w->byte, 1, MSG_NOSIGNAL) != 1)
+		w->byte = 0;
+	return NULL;
+}
+
+static int t_first_wait_after_blocking_io(void)
+{
+	sigset_t io, old;
+
+	sigemptyset(&io);
+	sigaddset(&io, SIGIO);
+	SYS(pthread_sigmask(SIG_BLOCK, &io, &old));
+	for (int kind = 0; kind < FW_KINDS; kind++) {
+		struct fw_sender w;
+		pthread_t th;
+		int c, s;
+		char b;
+
+		PAIR(c, s);
+		/* Blocking traffic both ways first. */
+		WRITEN(s, "a", 1);
+		READN(c, &b, 1);
+		WRITEN(c, "A", 1);
+		READN(s, &b, 1);
+		if (kind == FW_SIGIO) {
+			SYS(fcntl(c, F_SETOWN, getpid()));
+			SYS(fcntl(c, F_SETFL, fcntl(c, F_GETFL) | O_ASYNC));
+		} else {
+			/* There before the wait: send() has returned. */
+			WRITEN(s, "b", 1);
+			CHECK(fw_wait(kind, c, 5000),
+			      "%s: data that came before the first wait "
+			      "not reported", fw_name[kind]);
+			READN(c, &b, 1);
+			CHECK(b == 'b', "%s: read %c, not b", fw_name[kind], b);
+		}
+		w.fd = s;
+		w.byte = 'c';
+		CHECK(pthread_create(&th, NULL, fw_send_later, &w) == 0,
+		      "pthread_create");
+		int got = fw_wait(kind, c, 5000);
+		pthread_join(th, NULL);
+		CHECK(w.byte == 'c', "%s: send failed", fw_name[kind]);
+		CHECK(got, "%s: data that came during the wait not reported",
+		      fw_name[kind]);
+		READN(c, &b, 1);
+		CHECK(b == 'c', "%s: read %c, not c", fw_name[kind], b);
+		close(c);
+		close(s);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return 0;
+}
+
 #endif /* SEMANTICS_CHECKS_EVENTS_H */
