@@ -88,8 +88,9 @@ int sdp_appwake_kernel_watch_locked(struct sdp_conn *c)
 
 /* No wait in the kernel has named the descriptor yet: the application
  * learns of news only by calling in (a blocking call sleeps on the QP, not
- * on the descriptor).  The arm is then quiet and our descriptor stays
- * ours: a connection per request saves handing it over (a message with
+ * on the descriptor).  The arm is then quiet for every message (an EOF or
+ * a reset, too, is read by that call) and our descriptor stays ours: a
+ * connection per request saves handing it over (a message with
  * SCM_RIGHTS, whose receipt wakes the peer's progress thread) and the
  * bytes the peer would write, and the peer does not ring the progress
  * thread for messages the application takes by itself. */
@@ -141,7 +142,19 @@ int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask)
 	armed_word(c, quiet);
 	if (!quiet)
 		tp->app_sleep_id(c->qp, sdp_appwake_sleep_id);
-	return tp->app_arm(c->qp, quiet ? SDP_APP_ARM_QUIET : 1) == 1;
+	return tp->app_arm(c->qp, unwatched ? SDP_APP_ARM_ALONE :
+				  quiet ? SDP_APP_ARM_QUIET : 1) == 1;
+}
+
+void sdp_appwake_arm_queued_locked(struct sdp_conn *c)
+{
+	const struct sdp_app_wake_ops *tp = appwake_ops(c);
+
+	if (!tp || !sdp_cfg.appwake || c->app_armed || c->ready)
+		return;
+	c->app_armed = 1;
+	c->app_quiet = 1;
+	tp->app_arm(c->qp, SDP_APP_ARM_ALONE);	/* accept looks anyway */
 }
 
 void sdp_appwake_stop_locked(struct sdp_conn *c)

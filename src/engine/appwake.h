@@ -41,6 +41,11 @@ int sdp_appwake_armed_word(const struct sdp_conn *c);
  * that the peer writes the readiness byte before that wait sleeps. */
 int sdp_appwake_kernel_watch_locked(struct sdp_conn *c);
 
+/* c->lock held, a passive connection not yet accepted: accept() takes in
+ * whatever came (its readiness update), so until then the peer's messages
+ * need no one, not even the progress thread. */
+void sdp_appwake_arm_queued_locked(struct sdp_conn *c);
+
 /* Before computing readiness: take back the arm.  Returns 1 if the peer
  * consumed it: its byte is accounted as a readable token, and the message
  * it announces must be taken from the CQ before readiness is computed

@@ -530,6 +530,7 @@ int sdp_conn_accept_req(struct sdp_conn_req *req, const struct sdp_hello *hello,
 	r = sdp_wire_encode_hello_ack(&ack, priv, sizeof(priv));
 	if (r < 0)
 		goto err;
+	sdp_appwake_arm_queued_locked(c);	/* before the peer can send */
 	r = SDP_TP(qp)->accept(qp, priv, SDP_HELLO_ACK_SIZE);
 	if (r < 0)
 		goto err;

@@ -390,11 +390,22 @@ static void arm_timer_by(struct sdp_conn *c, uint64_t deadline_ns, int full)
 		/* Under P.lock: a later deadline never overwrites it. */
 		if (timerfd_settime(P.timerfd, TFD_TIMER_ABSTIME, &its,
 				    NULL) == 0)
-			P.timer_at = deadline_ns;
+			__atomic_store_n(&P.timer_at, deadline_ns,
+					 __ATOMIC_RELEASE);
 		else
 			sdp_progress_wake();
 	}
 	pthread_mutex_unlock(&P.lock);
+}
+
+int sdp_progress_looks_by(uint64_t deadline_ns)
+{
+	/* Awake (0) says nothing: past its look at the list, it may sleep
+	 * for as long as the deadlines it knew allow. */
+	uint64_t w = __atomic_load_n(&P.wake_at, __ATOMIC_ACQUIRE);
+	uint64_t t = __atomic_load_n(&P.timer_at, __ATOMIC_ACQUIRE);
+
+	return (w && w <= deadline_ns) || (t && t <= deadline_ns);
 }
 
 void sdp_progress_arm_timer_at(struct sdp_conn *c, uint64_t deadline_ns)
@@ -713,12 +724,13 @@ static void *progress_main(void *arg)
 				tmo = t;
 			P.lazy_min = 0;
 		}
-		P.wake_at = tmo < 0 ? UINT64_MAX :
-			    now + (uint64_t)tmo * 1000000ull;
+		__atomic_store_n(&P.wake_at, tmo < 0 ? UINT64_MAX :
+				 now + (uint64_t)tmo * 1000000ull,
+				 __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&P.lock);
 		n = sdp_real.epoll_wait(P.epfd, ev, 64, tmo);
 		pthread_mutex_lock(&P.lock);
-		P.wake_at = 0;
+		__atomic_store_n(&P.wake_at, 0, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&P.lock);
 		if (n < 0 && errno != EINTR)
 			continue;
@@ -742,7 +754,8 @@ static void *progress_main(void *arg)
 						  sizeof(v)) < 0) {
 					/* re-armed meanwhile: not yet */
 				} else {
-					P.timer_at = 0;
+					__atomic_store_n(&P.timer_at, 0,
+							 __ATOMIC_RELEASE);
 				}
 				pthread_mutex_unlock(&P.lock);
 			} else if (p == TAG_STAT) {	/* sdpstat */

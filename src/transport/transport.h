@@ -268,7 +268,11 @@ struct sdp_app_wake_ops {
 	/* on == SDP_APP_ARM_QUIET: the application looks at this QP by
 	 * itself before it sleeps (socket/epfast.c), so the peer neither
 	 * writes the byte nor rings event_fd() for a solicited send; returns
-	 * as for on == 1.  Disarming it returns 0. */
+	 * as for on == 1.  Disarming it returns 0.  on ==
+	 * SDP_APP_ARM_ALONE: the same for every message, and without a
+	 * descriptor shared: no wait in the kernel names the application's,
+	 * and whatever comes is taken by the application's next call
+	 * (engine/appwake.c). */
 	int (*app_arm)(struct sdp_qp *qp, int on);
 	/* Before app_arm(qp, 1), name the sleeping wait the arm
 	 * is for (unique per process and wait; 0: unknown).  A peer thread
@@ -421,6 +425,7 @@ struct sdp_transport_ops {
 };
 
 #define SDP_APP_ARM_QUIET 2
+#define SDP_APP_ARM_ALONE 3
 
 struct sdp_transport {
 	const char *name;

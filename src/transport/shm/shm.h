@@ -83,8 +83,11 @@ struct shm_mr_entry {			/* owner -> peer, seqlock protected */
  * app_slot in the owner's wake page says nobody sleeps on the connection's
  * epoll set, armed while somebody does (transport/wakeword.h): the owner
  * sleeps with one store for the whole set instead of an arm per
- * connection. */
-enum { APP_IDLE, APP_ARMED, APP_WRITING, APP_WRITTEN, APP_QUIET, APP_WORD };
+ * connection.  APP_ALONE: quiet for every message, and the owner's
+ * descriptor is not ours (SDP_APP_ARM_ALONE): neither byte nor doorbell.
+ * A peer that does not know a value rings the doorbell. */
+enum { APP_IDLE, APP_ARMED, APP_WRITING, APP_WRITTEN, APP_QUIET, APP_WORD,
+       APP_ALONE };
 
 struct shm_ctrl {
 	/* Written once by the owner before the fd is sent. */

@@ -108,7 +108,8 @@ int sdp__shm_app_arm(struct sdp_qp *sq, int on)
 
 	if (on) {
 		struct shm_qp *qp = SHM_QP(sq);
-		uint32_t want = on != SDP_APP_ARM_QUIET ? APP_ARMED :
+		uint32_t want = on == SDP_APP_ARM_ALONE ? APP_ALONE :
+				on != SDP_APP_ARM_QUIET ? APP_ARMED :
 				qp->app_word >= 0 ? APP_WORD : APP_QUIET;
 
 		/* seq_cst store, then look at the ring: against the peer's
@@ -192,7 +193,7 @@ int sdp__shm_app_wake(struct shm_ctrl *c, int app_fd,
 	uint64_t id, val = 0;
 	ssize_t r;
 
-	if (v == APP_QUIET)
+	if (v == APP_QUIET || v == APP_ALONE)
 		return 1;	/* the application will look: no syscall */
 	if (v == APP_WORD && word_says_quiet(c, words, &val, &word))
 		return 1;

@@ -76,10 +76,9 @@ void sdp__shm_wake_owner_seg(struct shm_ctrl *c, int sock, bool solicited,
 		sdp__shm_futex_wake(&c->seq);
 		return;
 	}
-	/* Quiet without a descriptor (no wait in the kernel names the
-	 * owner's): its application takes the message when it calls in. */
-	if (solicited && app_fd < 0 &&
-	    atomic_load(&c->app_armed) == APP_QUIET)
+	/* No wait in the kernel names the owner's descriptor: its
+	 * application takes the message when it calls in. */
+	if (atomic_load(&c->app_armed) == APP_ALONE)
 		return;
 	if (solicited && app_fd >= 0) {
 		int r = sdp__shm_app_wake(c, app_fd, words, published);
@@ -110,7 +109,7 @@ void sdp__shm_wake_owner_nofd(struct shm_ctrl *c, int sock)
 	if (!c)
 		return;
 	v = atomic_load(&c->app_armed);
-	if (sock >= 0 && v != APP_IDLE && v != APP_QUIET) {
+	if (sock >= 0 && v != APP_IDLE && v != APP_QUIET && v != APP_ALONE) {
 		atomic_fetch_add(&c->seq, 1);
 		if (atomic_load(&c->waiters))
 			sdp__shm_futex_wake(&c->seq);
