@@ -381,8 +381,8 @@ int sdp__shm_futex_wake(_Atomic uint32_t *word);
 /* News for the owner of segment `c`.  For a solicited SEND: `app_fd` >= 0
  * (the owner's readiness fd) wakes its application directly when armed and
  * the owner has not yet taken all `published` completions; `words` is the
- * owner's wake page mapped here, or NULL; a quiet arm (the application
- * looks by itself) needs nothing, descriptor or not. */
+ * owner's wake page mapped here, or NULL.  An owner armed APP_ALONE needs
+ * nothing for any message but its sleepers woken. */
 /* The same for a solicited message when we cannot write the peer's
  * readiness byte (peer_app_fd_lost): ring its progress doorbell whenever
  * its application waits for one. */
