@@ -902,12 +902,16 @@ static void close_flush_locked(struct sdp_conn *c)
  */
 #define SDP_ORPHAN_LOOK_MS 10
 
+int sdp_conn_over_locked(const struct sdp_conn *c)
+{
+	return c->state == SDP_ST_RESET || c->state == SDP_ST_CLOSED ||
+	       c->state == SDP_ST_TIME_WAIT;
+}
+
 static int orphan_waits_only_locked(const struct sdp_conn *c)
 {
-	if (c->state == SDP_ST_RESET || c->state == SDP_ST_CLOSED ||
-	    c->state == SDP_ST_TIME_WAIT)
-		return 1;
-	return c->disconn_sent && !c->txq_len && !c->zc_tx.n;
+	return sdp_conn_over_locked(c) ||
+	       (c->disconn_sent && !c->txq_len && !c->zc_tx.n);
 }
 
 void sdp_conn_close(struct sdp_conn *c, int abort)

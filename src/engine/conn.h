@@ -419,6 +419,10 @@ void sdp_conn_call_end(struct sdp_conn *c);
  * must not close it).  Drops the caller's reference. */
 void sdp_conn_detach(struct sdp_conn *c, struct sdp_ready *r);
 
+/* Nothing more can happen on it (RESET, CLOSED, TIME_WAIT): an orphan in
+ * such a state is finished. */
+int sdp_conn_over_locked(const struct sdp_conn *c);
+
 /* Wait until connected (blocking connect).  timeout_ms < 0: forever. */
 int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms);
 

@@ -398,10 +398,12 @@ static void arm_timer_by(struct sdp_conn *c, uint64_t deadline_ns, int full)
 	pthread_mutex_unlock(&P.lock);
 }
 
-int sdp_progress_looks_by(uint64_t deadline_ns)
+/* Without P.lock, a hint that errs towards "no": will the thread take
+ * its timer list by `deadline_ns` anyway (it sleeps until then at the
+ * latest, or its timer fires by then)?  Awake (0) says nothing: past its
+ * look at the list, it may sleep as long as the deadlines it knew allow. */
+static int looks_by(uint64_t deadline_ns)
 {
-	/* Awake (0) says nothing: past its look at the list, it may sleep
-	 * for as long as the deadlines it knew allow. */
 	uint64_t w = __atomic_load_n(&P.wake_at, __ATOMIC_ACQUIRE);
 	uint64_t t = __atomic_load_n(&P.timer_at, __ATOMIC_ACQUIRE);
 
@@ -410,6 +412,18 @@ int sdp_progress_looks_by(uint64_t deadline_ns)
 
 void sdp_progress_arm_timer_at(struct sdp_conn *c, uint64_t deadline_ns)
 {
+	arm_timer_by(c, deadline_ns, 0);
+}
+
+void sdp_progress_arm_hold(struct sdp_conn *c, uint64_t deadline_ns)
+{
+	/* Still on the list from an earlier hold (nginx corks every
+	 * response) and the list is taken before the deadline: the thread
+	 * reads the deadline under c->lock then, and re-arms.  Saves P.lock
+	 * per response.  Listed for a deadline seconds away (a connect's),
+	 * the thread may sleep past this one: arm it. */
+	if (atomic_load(&c->in_timer) && looks_by(deadline_ns))
+		return;
 	arm_timer_by(c, deadline_ns, 0);
 }
 
@@ -527,19 +541,6 @@ static void unregister_conn_locked(struct sdp_conn *c)
 	c->dead = 1;
 }
 
-/* An orphan is finished once nothing more can happen on it. */
-static int orphan_done_locked(const struct sdp_conn *c)
-{
-	switch (c->state) {
-	case SDP_ST_RESET:
-	case SDP_ST_CLOSED:
-	case SDP_ST_TIME_WAIT:
-		return 1;
-	default:
-		return 0;
-	}
-}
-
 /* Progress thread only: a connection stopped at the spin cap with work
  * pending, so the next epoll_wait must not sleep. */
 static int poll_again;
@@ -597,10 +598,10 @@ static int service_conn(struct sdp_conn *c, uint64_t now)
 	} while ((more = SDP_TP(c->qp)->req_notify(c->qp) > 0) &&
 		 ++spins < 64);
 	if (c->orphan) {
-		if (!orphan_done_locked(c) && c->close_deadline_ns &&
+		if (!sdp_conn_over_locked(c) && c->close_deadline_ns &&
 		    now >= c->close_deadline_ns)
 			sdp_conn_reset_locked(c, -ETIMEDOUT, SDP_REASON_TIMEOUT);
-		if (orphan_done_locked(c)) {
+		if (sdp_conn_over_locked(c)) {
 			unregister_conn_locked(c);
 			release = 1;
 		}

@@ -44,10 +44,9 @@ void sdp_progress_arm_timer(struct sdp_conn *c);
 /* The same for a timer due at `deadline_ns`: the thread is woken only if
  * it would otherwise sleep past it. */
 void sdp_progress_arm_timer_at(struct sdp_conn *c, uint64_t deadline_ns);
-/* Without the thread's lock, a hint that errs towards "no": will the
- * thread take its timer list by `deadline_ns` anyway (it sleeps until
- * then at the latest, or its timer fires by then)? */
-int sdp_progress_looks_by(uint64_t deadline_ns);
+/* The same for a Nagle or cork hold, which may come with every response:
+ * c->lock held, c->nagle_deadline_ns just set to `deadline_ns`. */
+void sdp_progress_arm_hold(struct sdp_conn *c, uint64_t deadline_ns);
 /* The same with a full service by `by_ns`: a closed connection with
  * nothing left to send, which only waits for the peer (whose hang-up
  * rings the thread anyway) or for its resources to be let go. */

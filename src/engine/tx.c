@@ -239,18 +239,7 @@ int sdp_tx_flush_locked(struct sdp_conn *c, int force)
 				c->nagle_deadline_ns = sdp_now_ns() +
 					(c->cork ? SDP_CORK_MAX_US :
 					 sdp_cfg.nagle_us) * 1000ull;
-				/* Still on the timer list from an earlier hold
-				 * (nginx corks every response), and the thread
-				 * takes that list before the deadline: it reads
-				 * this deadline under our lock then, and
-				 * re-arms.  Saves its global lock per response.
-				 * On the list for another reason (a connect's
-				 * deadline seconds away), the thread may sleep
-				 * past this one: arm it. */
-				if (!atomic_load(&c->in_timer) ||
-				    !sdp_progress_looks_by(c->nagle_deadline_ns))
-					sdp_progress_arm_timer_at(c,
-						c->nagle_deadline_ns);
+				sdp_progress_arm_hold(c, c->nagle_deadline_ns);
 			}
 			return 0;
 		}

@@ -304,10 +304,11 @@ static void ent_del_locked(struct ep_set *set, int i)
 		moved->ep_idx = i;
 }
 
-/* After a successful real epoll_ctl(ep, op, fd, ev). */
-static void ctl_bookkeep(int ep, int op, int fd, const struct epoll_event *ev)
+/* After a successful real epoll_ctl(ep, op, fd, ev); `s`: fd's SDP socket
+ * (the caller's reference), or NULL. */
+static void ctl_bookkeep(int ep, int op, int fd, const struct epoll_event *ev,
+			 struct sdp_sock *s)
 {
-	struct sdp_sock *s;
 	struct ep_set *set;
 	int i, demote = 0, relook = 0;
 
@@ -320,7 +321,6 @@ static void ctl_bookkeep(int ep, int op, int fd, const struct epoll_event *ev)
 		set_demote(fd);
 	/* Descriptors that are not SDP sockets (the library's own among
 	 * them) take no lock here. */
-	s = sdp_fd_get(fd);
 	if (!s)
 		return;
 	pthread_mutex_lock(&ep_lock);
@@ -382,7 +382,6 @@ static void ctl_bookkeep(int ep, int op, int fd, const struct epoll_event *ev)
 		sock_unpromote(s);
 	else if (relook)
 		sock_relook(s);
-	sdp_sock_put(s);
 }
 
 /* The kernel's epoll_ctl and our record of it are one step for the other
@@ -401,16 +400,24 @@ static pthread_mutex_t ctl_locks[CTL_LOCKS] = {
 int sdp_epfast_ctl(int ep, int op, int fd, struct epoll_event *ev)
 {
 	pthread_mutex_t *m = &ctl_locks[(unsigned)ep % CTL_LOCKS];
+	struct sdp_sock *s = NULL;
 	int r, e;
 
-	if (op != EPOLL_CTL_DEL)
-		sdp_fd_kernel_watch(fd);
 	pthread_mutex_lock(m);
 	r = sdp_real.epoll_ctl(ep, op, fd, ev);
 	e = errno;
-	if (r == 0)
-		ctl_bookkeep(ep, op, fd, ev);
+	if (r == 0) {
+		s = fd >= 0 ? sdp_fd_get(fd) : NULL;
+		/* The set's epoll_wait reads the kernel's readiness when it
+		 * sleeps (a thread may sleep in it already: the re-arm
+		 * mirrors what came). */
+		if (s && op != EPOLL_CTL_DEL)
+			sdp_sock_kernel_watch(s);
+		ctl_bookkeep(ep, op, fd, ev, s);
+	}
 	pthread_mutex_unlock(m);
+	if (s)
+		sdp_sock_put(s);
 	errno = e;
 	return r;
 }
@@ -1062,35 +1069,33 @@ SDP_EXPORT int epoll_pwait2(int ep, struct epoll_event *ev, int max,
 
 /* ---- poll and select: the kernel must see everything they name ---------------- */
 
-static void fd_demote(int fd)
+/* A poll or select names fd.  Even one that does not sleep reads the
+ * kernel's readiness: an SDP socket is watched from now on (sock.h), and
+ * it and any epoll set named leave user-space readiness (`any`: some set
+ * uses it). */
+static void fd_named(int fd, int any)
 {
 	struct sdp_sock *s;
 
 	if (fd < 0)
 		return;
-	if (fd < EP_MAX_FD && sets[fd] && !atomic_load(&set_off[fd]))
+	if (any && fd < EP_MAX_FD && sets[fd] && !atomic_load(&set_off[fd]))
 		set_demote(fd);
 	s = sdp_fd_get(fd);
 	if (s) {
-		if (!atomic_load(&s->ep_off))
+		sdp_sock_kernel_watch(s);
+		if (any && !atomic_load(&s->ep_off))
 			sock_demote(s);
 		sdp_sock_put(s);
 	}
 }
 
-/* Even a poll that does not sleep reads the kernel's readiness: every
- * SDP socket it names is watched from now on (sock.h). */
 static void poll_demote(const struct pollfd *p, nfds_t n)
 {
 	int any = atomic_load(&ep_any);
 
-	for (nfds_t i = 0; i < n; i++) {
-		if (p[i].fd < 0)
-			continue;
-		sdp_fd_kernel_watch(p[i].fd);
-		if (any)
-			fd_demote(p[i].fd);
-	}
+	for (nfds_t i = 0; i < n; i++)
+		fd_named(p[i].fd, any);
 }
 
 static void select_demote(int nfds, const fd_set *r, const fd_set *w,
@@ -1100,11 +1105,8 @@ static void select_demote(int nfds, const fd_set *r, const fd_set *w,
 
 	for (int fd = 0; fd < nfds && fd < FD_SETSIZE; fd++)
 		if ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) ||
-		    (e && FD_ISSET(fd, e))) {
-			sdp_fd_kernel_watch(fd);
-			if (any)
-				fd_demote(fd);
-		}
+		    (e && FD_ISSET(fd, e)))
+			fd_named(fd, any);
 }
 
 SDP_EXPORT int poll(struct pollfd *p, nfds_t n, int tmo)

@@ -143,10 +143,8 @@ void sdp_fdlimit_raise(void);
  * (cheap for descriptors that are not SDP). */
 struct sdp_sock *sdp_fd_get(int fd);
 /* A wait in the kernel may name the socket's descriptor from now on
- * (engine/readiness.h, kwatched): poll, select, epoll, O_ASYNC.  The
- * _fd form does nothing for a descriptor that is no SDP socket. */
+ * (engine/readiness.h, kwatched): poll, select, epoll, O_ASYNC. */
 void sdp_sock_kernel_watch(struct sdp_sock *s);
-void sdp_fd_kernel_watch(int fd);
 /* The table names fd (no lock, no reference: async-signal-safe). */
 bool sdp_fd_mapped(int fd);
 /* We run in the memory of another process (after vfork(), or a CLONE_VM

@@ -654,16 +654,6 @@ void sdp_sock_kernel_watch(struct sdp_sock *s)
 	sdp_conn_put(c);
 }
 
-void sdp_fd_kernel_watch(int fd)
-{
-	struct sdp_sock *s = sdp_fd_get(fd);
-
-	if (s) {
-		sdp_sock_kernel_watch(s);
-		sdp_sock_put(s);
-	}
-}
-
 static bool sock_is_conn(struct sdp_sock *s)
 {
 	bool conn;

@@ -378,8 +378,8 @@ bool sdp__shm_local_sge_ok(struct shm_qp *qp, const struct sdp_sge *sge,
 
 /* shm_wait.c */
 int sdp__shm_futex_wake(_Atomic uint32_t *word);
-/* News for the owner of segment `c`.  For a solicited SEND: `app_fd` >= 0
- * (the owner's readiness fd) wakes its application directly when armed and
+/* News for the owner of segment `c`: `app_fd` >= 0 (the owner's readiness
+ * fd, for a solicited SEND) wakes its application directly when armed and
  * the owner has not yet taken all `published` completions; `words` is the
  * owner's wake page mapped here, or NULL.  An owner armed APP_ALONE needs
  * nothing for any message but its sleepers woken. */
@@ -387,9 +387,8 @@ int sdp__shm_futex_wake(_Atomic uint32_t *word);
  * readiness byte (peer_app_fd_lost): ring its progress doorbell whenever
  * its application waits for one. */
 void sdp__shm_wake_owner_nofd(struct shm_ctrl *c, int sock);
-void sdp__shm_wake_owner_seg(struct shm_ctrl *c, int sock, bool solicited,
-			     int app_fd, const _Atomic uint64_t *words,
-			     uint32_t published);
+void sdp__shm_wake_owner_seg(struct shm_ctrl *c, int sock, int app_fd,
+			     const _Atomic uint64_t *words, uint32_t published);
 /* shm_appwake.c: read doorbells and a shared app fd off the unix socket;
  * wake the owner of `c` through `app_fd` if armed: 1 done, 0 not (the
  * caller rings the doorbell if armed), -1 `app_fd` is not a descriptor of

@@ -434,6 +434,6 @@ int sdp__shm_accept(struct sdp_qp *sq, const void *priv, uint32_t priv_len)
 	qp->memfd = -1;
 	atomic_store(&qp->state, SHM_ESTABLISHED);
 	/* The client may be asleep in wait() for the connect to finish. */
-	sdp__shm_wake_owner_seg(qp->peer.ctrl, -1, false, -1, NULL, 0);
+	sdp__shm_wake_owner_seg(qp->peer.ctrl, -1, -1, NULL, 0);
 	return 0;
 }

@@ -963,7 +963,7 @@ void sdp__shm_reject(struct sdp_conn_req *sr)
 	struct shm_conn_req *r = (struct shm_conn_req *)sr;
 
 	sdp__shm_send_msg(r->sock, SHM_MSG_REJECT, NULL, NULL, NULL, 0);
-	sdp__shm_wake_owner_seg(r->peer.ctrl, -1, false, -1, NULL, 0);
+	sdp__shm_wake_owner_seg(r->peer.ctrl, -1, -1, NULL, 0);
 	sdp__shm_seg_unmap(&r->peer);
 	sdp_close(r->sock);
 	free(r);

@@ -193,7 +193,7 @@ void sdp__shm_set_error(struct shm_qp *qp)
 		/* Ordered after every completion we published for the peer,
 		 * so it drains those before it flushes. */
 		atomic_store(&qp->peer.ctrl->closed, 1);
-		sdp__shm_wake_owner_seg(qp->peer.ctrl, -1, false, -1, NULL, 0);
+		sdp__shm_wake_owner_seg(qp->peer.ctrl, -1, -1, NULL, 0);
 	}
 	if (qp->sock >= 0)
 		sdp_real.shutdown(qp->sock, SHUT_RDWR);
@@ -436,8 +436,8 @@ static enum sdp_wc_status do_send(struct shm_qp *qp,
 		sdp__shm_wake_owner_nofd(p->ctrl, qp->sock);
 	else
 		sdp__shm_wake_owner_seg(p->ctrl, qp->sock,
-					!!(wr->flags & SDP_SEND_SOLICITED),
-					qp->peer_app_fd, qp->peer_words,
+					(wr->flags & SDP_SEND_SOLICITED) ?
+					qp->peer_app_fd : -1, qp->peer_words,
 					qp->peer_cons);
 	return SDP_WC_SUCCESS;
 }

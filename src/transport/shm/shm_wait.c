@@ -62,9 +62,8 @@ int sdp__shm_futex_wake(_Atomic uint32_t *word)
  * bump its seq, wake its sleepers; else write its application's readiness
  * byte on `app_fd` if that is armed (shm_appwake.c), else ring its progress
  * doorbell on `sock` if armed. */
-void sdp__shm_wake_owner_seg(struct shm_ctrl *c, int sock, bool solicited,
-			     int app_fd, const _Atomic uint64_t *words,
-			     uint32_t published)
+void sdp__shm_wake_owner_seg(struct shm_ctrl *c, int sock, int app_fd,
+			     const _Atomic uint64_t *words, uint32_t published)
 {
 	if (!c)
 		return;
@@ -80,7 +79,7 @@ void sdp__shm_wake_owner_seg(struct shm_ctrl *c, int sock, bool solicited,
 	 * application takes the message when it calls in. */
 	if (atomic_load(&c->app_armed) == APP_ALONE)
 		return;
-	if (solicited && app_fd >= 0) {
+	if (app_fd >= 0) {
 		int r = sdp__shm_app_wake(c, app_fd, words, published);
 
 		if (r > 0)
@@ -120,7 +119,7 @@ void sdp__shm_wake_owner_nofd(struct shm_ctrl *c, int sock)
 		(void)r;	/* full or gone: the fd is readable anyway */
 		return;
 	}
-	sdp__shm_wake_owner_seg(c, sock, false, -1, NULL, 0);
+	sdp__shm_wake_owner_seg(c, sock, -1, NULL, 0);
 }
 
 /* News for our own QP.  `force_event` has the progress side service it
