@@ -298,7 +298,7 @@ itest "itest/halfclose6" 60 sdp_halfclose --family "$FAM6"
 itest "itest/abort" 60 sdp_abort --family "$FAM4"
 itest "itest/kill" 60 sdp_kill --family "$FAM4"
 itest "itest/kill6" 60 sdp_kill --family "$FAM6"
-itest "itest/many-1000" 120 sdp_many --family "$FAM4" --conns 1000 --max-fds-per-conn 3
+itest "itest/many-1000" 120 sdp_many --family "$FAM4" --conns 1000 --max-fds-per-conn 2
 itest "itest/churn" 300 sdp_churn --family "$FAM4" --conns "$CHURN"
 
 # Transparent mode: the same unmodified TCP programs (--family tcp) under the
@@ -309,7 +309,7 @@ if [ "$FAMILY" = sdp ]; then
 	itest "switch/semantics" 120 sdp_semantics --family tcp
 	itest "switch/semantics6" 120 sdp_semantics --family tcp6
 	itest "switch/fork" 60 sdp_fork --family tcp
-	itest "switch/many-1000" 120 sdp_many --family tcp --conns 1000 --max-fds-per-conn 3
+	itest "switch/many-1000" 120 sdp_many --family tcp --conns 1000 --max-fds-per-conn 2
 	itest "switch/forkserver-poll-later" 120 sdp_forkserver --family tcp --accept poll --parent-close later --conns 600
 	itest "switch/forkserver-exec-epoll-now" 120 sdp_forkserver --family tcp --accept epoll --parent-close now --conns 600 --exec
 	itest "switch/exec" 60 sdp_exec --family tcp

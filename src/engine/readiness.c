@@ -23,19 +23,49 @@
 
 int sdp_ready_init(struct sdp_ready *r, int sock_flags)
 {
-	int fds[2];
-	int type = SOCK_STREAM | SOCK_CLOEXEC;
+	int fd;
 
 	memset(r, 0, sizeof(*r));
-	if (sdp_real.socketpair(AF_UNIX, type, 0, fds) < 0)
+	fd = sdp_real.socket(AF_UNIX, SOCK_STREAM |
+			     (sock_flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)), 0);
+	if (fd < 0)
 		return -errno;
-	r->app_fd = fds[0];
-	r->lib_fd = sdp_fd_high(fds[1]);
-	if (!(sock_flags & SOCK_CLOEXEC))
-		sdp_real.fcntl(r->app_fd, F_SETFD, 0);
-	if (sock_flags & SOCK_NONBLOCK)
+	r->app_fd = fd;
+	r->lib_fd = -1;
+	r->lone = 1;
+	return 0;
+}
+
+int sdp_ready_pair(struct sdp_ready *r)
+{
+	int fds[2], fdfl, fl, e;
+
+	if (!r->lone)
+		return 0;
+	if (r->app_fd < 0)
+		return -EBADF;
+	fdfl = sdp_real.fcntl(r->app_fd, F_GETFD);
+	fl = sdp_real.fcntl(r->app_fd, F_GETFL);
+	if (fdfl < 0 || fl < 0)
+		return -errno;
+	if (sdp_real.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
+				fds) < 0)
+		return -errno;
+	/* One atomic step for the application's number: a thread of its
+	 * that uses it meanwhile meets either socket, never a free number. */
+	if (sdp_real.dup3(fds[0], r->app_fd,
+			  (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+		e = -errno;
+		sdp_real.close(fds[0]);
+		sdp_real.close(fds[1]);
+		return e;
+	}
+	sdp_real.close(fds[0]);
+	if (fl & O_NONBLOCK)
 		sdp_real.fcntl(r->app_fd, F_SETFL, O_NONBLOCK | O_RDWR);
+	r->lib_fd = sdp_fd_high(fds[1]);
 	sdp_real.fcntl(r->lib_fd, F_SETFL, O_NONBLOCK | O_RDWR);
+	r->lone = 0;
 	return 0;
 }
 

@@ -4,8 +4,12 @@
  * readiness mirrors SDP state, so epoll/poll/select work unintercepted.
  *
  * The application's descriptor is one end (app_fd) of an AF_UNIX stream
- * socketpair; the library holds the other end (lib_fd).  We steer what the
- * kernel reports for app_fd:
+ * socketpair; the library holds the other end (lib_fd).  Until a wait in
+ * the kernel may name app_fd, nobody reads its readiness, so it starts as
+ * a lone AF_UNIX socket (`lone`) and the pair is put in its place, under
+ * the same number, only then (sdp_ready_pair): a connection used only by
+ * blocking calls never holds lib_fd.  We steer what the kernel reports for
+ * app_fd:
  *   readable  <- one token byte queued from lib_fd to app_fd
  *   writable  <- app_fd's send queue not full (we fill it to turn POLLOUT off)
  *   POLLPRI   <- one MSG_OOB byte queued from lib_fd (urgent data pending)
@@ -56,7 +60,8 @@ struct sdp_ready_user {
 
 struct sdp_ready {
 	int app_fd;		/* what the application holds */
-	int lib_fd;		/* our end; -1 once closed (reset) */
+	int lib_fd;		/* our end; -1 while lone or once closed
+				 * (reset) */
 	uint64_t app_ino;	/* app_fd's inode, from the first fork on: names
 				 * the pair in a child, under any number */
 	unsigned readable:1;	/* token queued */
@@ -65,6 +70,8 @@ struct sdp_ready {
 	unsigned eof:1;		/* SHUT_WR done on lib_fd */
 	unsigned reset:1;	/* lib_fd closed with unread data */
 	unsigned sndbuf_small:1; /* app_fd's send buffer shrunk */
+	unsigned lone:1;	/* app_fd is a lone socket, no pair yet: the
+				 * mirror is not kept (nobody reads it) */
 	unsigned tokens;	/* readable bytes queued or in flight to
 				 * app_fd: ours, and the peer's (appwake) */
 	/* Set for good once a wait in the kernel may name app_fd: poll,
@@ -94,9 +101,18 @@ enum {
  * or the application took some: unknown state). */
 int sdp_ready_hand_over(struct sdp_ready *r, int app_end, unsigned wait_ms);
 
-/* Create the pair; app_fd gets O_NONBLOCK/O_CLOEXEC per `sock_flags`
+/* Create app_fd, lone, with O_NONBLOCK/O_CLOEXEC per `sock_flags`
  * (SOCK_NONBLOCK, SOCK_CLOEXEC).  Returns 0 or -errno. */
 int sdp_ready_init(struct sdp_ready *r, int sock_flags);
+/* Before anything may read app_fd's readiness or share its file (a wait in
+ * the kernel, a dup, a fork, a signal owner, a listener): put the pair's
+ * application end in place of the lone socket, under the same number and
+ * with its descriptor and status flags.  The mirror starts empty (nothing
+ * readable, writable): the caller brings it in line (sdp_ready_set).  The
+ * caller holds the lock that serialises the mirror and makes sure app_fd
+ * still names this socket.  0 (also when paired already), or -errno: the
+ * socket stays lone. */
+int sdp_ready_pair(struct sdp_ready *r);
 /* Bring the kernel state in line with `want` (SDP_READY_* mask). */
 void sdp_ready_set(struct sdp_ready *r, unsigned want);
 /* The peer took our appwake arm: a readable byte is queued or about to be

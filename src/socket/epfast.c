@@ -404,10 +404,17 @@ int sdp_epfast_ctl(int ep, int op, int fd, struct epoll_event *ev)
 	int r, e;
 
 	pthread_mutex_lock(m);
-	r = sdp_real.epoll_ctl(ep, op, fd, ev);
-	e = errno;
+	s = fd >= 0 ? sdp_fd_get(fd) : NULL;
+	/* The set holds the file: the pair must be in place first. */
+	r = s && op != EPOLL_CTL_DEL ? sdp_sock_pair(s) : 0;
+	if (r < 0) {
+		e = -r;
+		r = -1;
+	} else {
+		r = sdp_real.epoll_ctl(ep, op, fd, ev);
+		e = errno;
+	}
 	if (r == 0) {
-		s = fd >= 0 ? sdp_fd_get(fd) : NULL;
 		/* The set's epoll_wait reads the kernel's readiness when it
 		 * sleeps (a thread may sleep in it already: the re-arm
 		 * mirrors what came). */
@@ -1073,46 +1080,56 @@ SDP_EXPORT int epoll_pwait2(int ep, struct epoll_event *ev, int max,
  * kernel's readiness: an SDP socket is watched from now on (sock.h), and
  * it and any epoll set named leave user-space readiness (`any`: some set
  * uses it). */
-static void fd_named(int fd, int any)
+static int fd_named(int fd, int any)
 {
 	struct sdp_sock *s;
+	int r = 0;
 
 	if (fd < 0)
-		return;
+		return 0;
 	if (any && fd < EP_MAX_FD && sets[fd] && !atomic_load(&set_off[fd]))
 		set_demote(fd);
 	s = sdp_fd_get(fd);
 	if (s) {
-		sdp_sock_kernel_watch(s);
+		r = sdp_sock_kernel_watch(s);
 		if (any && !atomic_load(&s->ep_off))
 			sock_demote(s);
 		sdp_sock_put(s);
 	}
+	return r;
 }
 
-static void poll_demote(const struct pollfd *p, nfds_t n)
+/* 0, or -errno when a socket named could not get its readiness pair: the
+ * wait would not see it, so it fails instead. */
+static int poll_demote(const struct pollfd *p, nfds_t n)
 {
-	int any = atomic_load(&ep_any);
+	int any = atomic_load(&ep_any), r = 0;
 
 	for (nfds_t i = 0; i < n; i++)
-		fd_named(p[i].fd, any);
+		if (fd_named(p[i].fd, any) < 0)
+			r = -ENOMEM;
+	return r;
 }
 
-static void select_demote(int nfds, const fd_set *r, const fd_set *w,
-			  const fd_set *e)
+static int select_demote(int nfds, const fd_set *r, const fd_set *w,
+			 const fd_set *e)
 {
-	int any = atomic_load(&ep_any);
+	int any = atomic_load(&ep_any), ret = 0;
 
 	for (int fd = 0; fd < nfds && fd < FD_SETSIZE; fd++)
-		if ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) ||
-		    (e && FD_ISSET(fd, e)))
-			fd_named(fd, any);
+		if (((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) ||
+		     (e && FD_ISSET(fd, e))) && fd_named(fd, any) < 0)
+			ret = -ENOMEM;
+	return ret;
 }
 
 SDP_EXPORT int poll(struct pollfd *p, nfds_t n, int tmo)
 {
 	ep_init();
-	poll_demote(p, n);
+	if (poll_demote(p, n) < 0) {
+		errno = ENOMEM;
+		return -1;
+	}
 	AS_APP_SLEEP(tmo == 0, real_poll(p, n, tmo));
 }
 
@@ -1126,7 +1143,10 @@ SDP_EXPORT int ppoll(struct pollfd *p, nfds_t n, const struct timespec *ts,
 		     const sigset_t *mask)
 {
 	ep_init();
-	poll_demote(p, n);
+	if (poll_demote(p, n) < 0) {
+		errno = ENOMEM;
+		return -1;
+	}
 	AS_APP_SLEEP(ts && !ts->tv_sec && !ts->tv_nsec,
 		     real_ppoll(p, n, ts, mask));
 }
@@ -1143,7 +1163,10 @@ SDP_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e,
 		      struct timeval *tv)
 {
 	ep_init();
-	select_demote(nfds, r, w, e);
+	if (select_demote(nfds, r, w, e) < 0) {
+		errno = ENOMEM;
+		return -1;
+	}
 	AS_APP_SLEEP(tv && !tv->tv_sec && !tv->tv_usec,
 		     real_select(nfds, r, w, e, tv));
 }
@@ -1152,7 +1175,10 @@ SDP_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
 		       const struct timespec *ts, const sigset_t *mask)
 {
 	ep_init();
-	select_demote(nfds, r, w, e);
+	if (select_demote(nfds, r, w, e) < 0) {
+		errno = ENOMEM;
+		return -1;
+	}
 	AS_APP_SLEEP(ts && !ts->tv_sec && !ts->tv_nsec,
 		     real_pselect(nfds, r, w, e, ts, mask));
 }

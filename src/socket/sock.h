@@ -142,9 +142,15 @@ void sdp_fdlimit_raise(void);
 /* Descriptor table (fdtable.c).  get() returns a referenced socket or NULL
  * (cheap for descriptors that are not SDP). */
 struct sdp_sock *sdp_fd_get(int fd);
+/* The descriptor's file may be read or shared from now on (a dup, a
+ * signal owner): its lone socket gives way to the readiness pair
+ * (engine/readiness.h, sdp_ready_pair).  0 or -errno.  Not with s->lock
+ * held. */
+int sdp_sock_pair(struct sdp_sock *s);
 /* A wait in the kernel may name the socket's descriptor from now on
- * (engine/readiness.h, kwatched): poll, select, epoll, O_ASYNC. */
-void sdp_sock_kernel_watch(struct sdp_sock *s);
+ * (engine/readiness.h, kwatched): poll, select, epoll, O_ASYNC.  Pairs
+ * it first: 0 or -errno (then nothing is marked). */
+int sdp_sock_kernel_watch(struct sdp_sock *s);
 /* The table names fd (no lock, no reference: async-signal-safe). */
 bool sdp_fd_mapped(int fd);
 /* We run in the memory of another process (after vfork(), or a CLONE_VM

@@ -395,6 +395,9 @@ SDP_EXPORT int listen(int fd, int backlog)
 		r = -EINVAL;
 		goto out;
 	}
+	r = sdp_ready_pair(&s->ready);	/* its readiness is the token's */
+	if (r < 0)
+		goto out;
 	sdp_ready_set(&s->ready, 0);	/* nothing to accept yet */
 	r = sdp_listen_create(s->bound, backlog, &s->ready, &s->lsn);
 	if (r < 0)
@@ -626,12 +629,44 @@ static int sock_connect_start(struct sdp_sock *s,
 	return 0;
 }
 
-void sdp_sock_kernel_watch(struct sdp_sock *s)
+int sdp_sock_pair(struct sdp_sock *s)
 {
 	struct sdp_conn *c = NULL;
+	int r = 0;
+
+	if (!s->ready.lone)	/* set once, under the locks below */
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	if (s->kind == SDP_SK_CONN && s->conn) {
+		c = s->conn;
+		pthread_mutex_lock(&c->lock);
+	}
+	/* A close on another thread takes the number out of the table
+	 * first (and, with a connection, out of ready.app_fd under its
+	 * lock): the pair never lands on a number reused meanwhile. */
+	if (s->ready.lone && s->ready.app_fd >= 0 &&
+	    sdp_fd_peek(s->ready.app_fd) == s) {
+		r = sdp_ready_pair(&s->ready);
+		/* The mirror was not kept while lone: make it now. */
+		if (r == 0 && c && c->ready == &s->ready)
+			sdp_conn_update_ready_locked(c);
+	}
+	if (c)
+		pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+int sdp_sock_kernel_watch(struct sdp_sock *s)
+{
+	struct sdp_conn *c = NULL;
+	int r;
 
 	if (atomic_load_explicit(&s->ready.kwatched, memory_order_relaxed))
-		return;
+		return 0;
+	r = sdp_sock_pair(s);
+	if (r < 0)
+		return r;
 	pthread_mutex_lock(&s->lock);
 	if (s->kind == SDP_SK_CONN && s->conn) {
 		c = s->conn;
@@ -642,7 +677,7 @@ void sdp_sock_kernel_watch(struct sdp_sock *s)
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (!c)
-		return;
+		return 0;
 	/* Armed quietly until now: armed loudly, with our descriptor handed
 	 * to the peer, before that wait can sleep. */
 	pthread_mutex_lock(&c->lock);
@@ -652,6 +687,7 @@ void sdp_sock_kernel_watch(struct sdp_sock *s)
 		atomic_store(&s->ready.kwatched, true);
 	pthread_mutex_unlock(&c->lock);
 	sdp_conn_put(c);
+	return 0;
 }
 
 static bool sock_is_conn(struct sdp_sock *s)
@@ -1101,6 +1137,21 @@ SDP_EXPORT int getpeername(int fd, struct sockaddr *sa, socklen_t *len)
 	return sdp_ret(r);
 }
 
+/* dup family: the new number names the same file, so the pair must be in
+ * place first (a lone socket is replaced under one number only).  0, or
+ * -1/errno. */
+static int pair_before_dup(int fd)
+{
+	struct sdp_sock *s = sdp_fd_get(fd);
+	int r;
+
+	if (!s)
+		return 0;
+	r = sdp_sock_pair(s);
+	sdp_sock_put(s);
+	return sdp_ret(r);
+}
+
 /* dup family: the new descriptor aliases the same SDP socket. */
 static int alias(int oldfd, int newfd)
 {
@@ -1123,6 +1174,8 @@ SDP_EXPORT int dup(int fd)
 	int nfd;
 
 	sdp_real_init();
+	if (pair_before_dup(fd) < 0)
+		return -1;
 	nfd = sdp_real.dup(fd);
 	return nfd < 0 ? nfd : sdp_ret(alias(fd, nfd));
 }
@@ -1138,6 +1191,8 @@ static int dup_onto(int oldfd, int newfd, int flags, int use3)
 	     sdp_in_memory_sharing_child()))	/* after vfork: see close() */
 		return use3 ? sdp_real.dup3(oldfd, newfd, flags) :
 			      sdp_real.dup2(oldfd, newfd);
+	if (pair_before_dup(oldfd) < 0)
+		return -1;
 	/* newfd is closed implicitly: release its SDP socket if any. */
 	old = sdp_fd_take(newfd);
 	was = old ? app_fd_going(old, newfd) : -1;

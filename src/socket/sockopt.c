@@ -594,8 +594,15 @@ SDP_EXPORT int ioctl(int fd, unsigned long req, ...)
 			*(int *)arg = val;
 		break;
 	case FIOASYNC:	/* SIGIO comes from the kernel's readiness */
-		sdp_sock_kernel_watch(s);
-		r = sdp_real.ioctl(fd, req, arg) < 0 ? -errno : 0;
+		r = sdp_sock_kernel_watch(s);
+		if (r == 0)
+			r = sdp_real.ioctl(fd, req, arg) < 0 ? -errno : 0;
+		break;
+	case FIOSETOWN:
+	case SIOCSPGRP:	/* kept by the file: the pair's, not the lone one */
+		r = sdp_sock_pair(s);
+		if (r == 0)
+			r = sdp_real.ioctl(fd, req, arg) < 0 ? -errno : 0;
 		break;
 	default:
 		/* FIOCLEX, ... act on the descriptor itself. */
@@ -613,8 +620,17 @@ static int do_fcntl(int fd, int cmd, void *arg)
 
 	if (!s)
 		return sdp_real.fcntl(fd, cmd, arg);
+	r = 0;
 	if (cmd == F_SETFL && ((long)arg & O_ASYNC))
-		sdp_sock_kernel_watch(s);	/* SIGIO: kernel readiness */
+		r = sdp_sock_kernel_watch(s);	/* SIGIO: kernel readiness */
+	else if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC ||
+		 cmd == F_SETOWN || cmd == F_SETOWN_EX || cmd == F_SETSIG)
+		r = sdp_sock_pair(s);	/* the file is shared or kept */
+	if (r < 0) {
+		sdp_sock_put(s);
+		errno = -r;
+		return -1;
+	}
 	r = sdp_real.fcntl(fd, cmd, arg);
 	if (r >= 0) {
 		if (cmd == F_SETFL) {

@@ -440,6 +440,9 @@ int sdp_switch_listen(struct sdp_sock *s, int fd, int backlog)
 		pthread_mutex_unlock(&s->lock);
 		return -EAGAIN;	/* socket.c's plain SDP path binds and listens */
 	}
+	r = sdp_ready_pair(&s->ready);	/* its readiness is the token's */
+	if (r < 0)
+		goto out;
 	sdp_ready_set(&s->ready, 0);
 	/* The TCP side listens first: an SDP client checks that the SDP
 	 * listener's user owns a TCP listener on the port (shm_owner.c). */

@@ -147,6 +147,7 @@ static const struct {
 	{ "stdio_fdopen_dprintf", t_stdio },
 	{ "select_pselect_poll_ppoll_mixed_with_tcp", t_multiplex },
 	{ "first_wait_after_blocking_io", t_first_wait_after_blocking_io },
+	{ "first_wait_sees_state", t_first_wait_sees_state },
 	{ "epoll_oneshot_rearm", t_epoll_oneshot },
 	{ "epoll_edge_triggered", t_epoll_et },
 	{ "epfast_level_triggered", t_epfast_level },

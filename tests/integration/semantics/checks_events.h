@@ -260,9 +260,10 @@ static int t_rcvtimeo(void)
  * arrived before it and what arrives while it sleeps.  (libsdp's peer
  * writes no readiness byte until such a wait has named the socket.)
  */
-enum { FW_POLL0, FW_POLL, FW_SELECT, FW_EPOLL, FW_SIGIO, FW_KINDS };
+enum { FW_POLL0, FW_POLL, FW_SELECT, FW_EPOLL, FW_SIGIO, FW_DUP, FW_KINDS };
 static const char *const fw_name[FW_KINDS] = {
 	"poll(0) loop", "poll", "select", "epoll_wait", "SIGIO",
+	"poll on a dup",
 };
 
 /* 1 if `fd` was reported readable within `ms`. */
@@ -280,7 +281,7 @@ static int fw_wait(int kind, int fd, int ms)
 		} while (now_sec() < end);
 		return 0;
 	}
-	if (kind == FW_POLL) {
+	if (kind == FW_POLL || kind == FW_DUP) {
 		struct pollfd p = { fd, POLLIN, 0 };
 
 		return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
@@ -348,13 +349,17 @@ static int t_first_wait_after_blocking_io(void)
 		READN(c, &b, 1);
 		WRITEN(c, "A", 1);
 		READN(s, &b, 1);
+		/* The wait names a second number of the same socket. */
+		int wfd = kind == FW_DUP ? dup(c) : c;
+
+		CHECK(wfd >= 0, "dup: %s", strerror(errno));
 		if (kind == FW_SIGIO) {
 			SYS(fcntl(c, F_SETOWN, getpid()));
 			SYS(fcntl(c, F_SETFL, fcntl(c, F_GETFL) | O_ASYNC));
 		} else {
 			/* There before the wait: send() has returned. */
 			WRITEN(s, "b", 1);
-			CHECK(fw_wait(kind, c, 5000),
+			CHECK(fw_wait(kind, wfd, 5000),
 			      "%s: data that came before the first wait "
 			      "not reported", fw_name[kind]);
 			READN(c, &b, 1);
@@ -364,17 +369,85 @@ static int t_first_wait_after_blocking_io(void)
 		w.byte = 'c';
 		CHECK(pthread_create(&th, NULL, fw_send_later, &w) == 0,
 		      "pthread_create");
-		int got = fw_wait(kind, c, 5000);
+		int got = fw_wait(kind, wfd, 5000);
 		pthread_join(th, NULL);
 		CHECK(w.byte == 'c', "%s: send failed", fw_name[kind]);
 		CHECK(got, "%s: data that came during the wait not reported",
 		      fw_name[kind]);
 		READN(c, &b, 1);
 		CHECK(b == 'c', "%s: read %c, not c", fw_name[kind], b);
+		if (wfd != c)
+			close(wfd);
 		close(c);
 		close(s);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return 0;
+}
+
+/*
+ * The same, for states rather than data: what a connection that only
+ * blocking calls have used has come to (its send side full, the peer's
+ * EOF, a reset) is what the first poll reports, and the next change wakes
+ * it.
+ */
+static int t_first_wait_sees_state(void)
+{
+	int c, s;
+	char buf[4096];
+	memset(buf, 'f', sizeof buf);
+
+	/* Full: not writable, then writable once the peer reads. */
+	PAIR(c, s);
+	WRITEN(c, "a", 1);
+	READN(s, buf, 1);
+	size_t sent = 0;
+	for (int i = 0; i < 1 << 16; i++) {
+		ssize_t n = send(c, buf, sizeof buf, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0) {
+			CHECK(errno == EAGAIN, "filling: %s", strerror(errno));
+			break;
+		}
+		sent += (size_t)n;
+	}
+	CHECK(sent > 0, "nothing sent before EAGAIN");
+	struct pollfd p = { c, POLLOUT, 0 };
+	SYS(poll(&p, 1, 0));
+	CHECK(!(p.revents & POLLOUT), "full send side: the first poll says writable");
+	size_t got = 0;
+	while (got < sent) {
+		ssize_t n = recv(s, buf, sizeof buf, 0);
+		CHECK(n > 0, "draining: %zd (%s)", n, strerror(errno));
+		got += (size_t)n;
+	}
+	p.revents = 0;
+	CHECK(poll(&p, 1, 5000) == 1 && (p.revents & POLLOUT),
+	      "the peer read everything: not writable (revents 0x%x)", p.revents);
+	close(c);
+	close(s);
+
+	/* The peer's EOF, there before the first wait. */
+	PAIR(c, s);
+	WRITEN(s, "a", 1);
+	READN(c, buf, 1);
+	close(s);
+	p = (struct pollfd){ c, POLLIN | POLLRDHUP, 0 };
+	CHECK(poll(&p, 1, 5000) == 1 && (p.revents & POLLIN) && (p.revents & POLLRDHUP),
+	      "peer closed: first poll revents 0x%x, want POLLIN|POLLRDHUP", p.revents);
+	CHECK(recv(c, buf, 1, 0) == 0, "after EOF: recv did not return 0");
+	close(c);
+
+	/* A reset, there before the first wait. */
+	PAIR(c, s);
+	WRITEN(s, "a", 1);
+	READN(c, buf, 1);
+	struct linger lg = { 1, 0 };
+	SYS(setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg));
+	close(s);
+	p = (struct pollfd){ c, POLLIN, 0 };
+	CHECK(poll(&p, 1, 5000) == 1 && (p.revents & (POLLERR | POLLHUP)),
+	      "peer reset: first poll revents 0x%x, want POLLERR or POLLHUP", p.revents);
+	close(c);
 	return 0;
 }
 
