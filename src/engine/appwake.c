@@ -106,7 +106,10 @@ int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask)
 	const struct sdp_app_wake_ops *tp = appwake_ops(c);
 	int unwatched, quiet;
 
-	if (!tp || !sdp_cfg.appwake || !c->ready || c->ready->lib_fd < 0 ||
+	/* A lone socket (readiness.h) has no library end yet, and needs
+	 * none to be armed alone; a paired one without it is reset. */
+	if (!tp || !sdp_cfg.appwake || !c->ready ||
+	    (c->ready->lib_fd < 0 && !atomic_load(&c->ready->lone)) ||
 	    c->ready->eof ||
 	    c->app_armed || c->orphan || c->detached || c->appwake_off)
 		return 0;

@@ -87,7 +87,8 @@ static void give_mailbox(struct sdp_conn *c, void *arg)
 		++*(int *)arg;	/* a child may ask for a relay (relay.h) */
 	/* Either process may poll it, or pass the file on: the pair goes
 	 * in place now, while one process holds it (readiness.h). */
-	if (c->ready && c->ready->lone && sdp_ready_pair(c->ready) == 0)
+	if (c->ready && atomic_load(&c->ready->lone) &&
+	    sdp_ready_pair(c->ready) == 0)
 		sdp_conn_update_ready_locked(c);
 	if (c->ready && !c->ready->app_ino && c->ready->app_fd >= 0 &&
 	    fstat(c->ready->app_fd, &st) == 0)

@@ -32,7 +32,7 @@ int sdp_ready_init(struct sdp_ready *r, int sock_flags)
 		return -errno;
 	r->app_fd = fd;
 	r->lib_fd = -1;
-	r->lone = 1;
+	atomic_store(&r->lone, true);
 	return 0;
 }
 
@@ -40,7 +40,7 @@ int sdp_ready_pair(struct sdp_ready *r)
 {
 	int fds[2], fdfl, fl, e;
 
-	if (!r->lone)
+	if (!atomic_load(&r->lone))
 		return 0;
 	if (r->app_fd < 0)
 		return -EBADF;
@@ -65,7 +65,7 @@ int sdp_ready_pair(struct sdp_ready *r)
 		sdp_real.fcntl(r->app_fd, F_SETFL, O_NONBLOCK | O_RDWR);
 	r->lib_fd = sdp_fd_high(fds[1]);
 	sdp_real.fcntl(r->lib_fd, F_SETFL, O_NONBLOCK | O_RDWR);
-	r->lone = 0;
+	atomic_store(&r->lone, false);
 	return 0;
 }
 

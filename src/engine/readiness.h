@@ -70,8 +70,6 @@ struct sdp_ready {
 	unsigned eof:1;		/* SHUT_WR done on lib_fd */
 	unsigned reset:1;	/* lib_fd closed with unread data */
 	unsigned sndbuf_small:1; /* app_fd's send buffer shrunk */
-	unsigned lone:1;	/* app_fd is a lone socket, no pair yet: the
-				 * mirror is not kept (nobody reads it) */
 	unsigned tokens;	/* readable bytes queued or in flight to
 				 * app_fd: ours, and the peer's (appwake) */
 	/* Set for good once a wait in the kernel may name app_fd: poll,
@@ -80,6 +78,10 @@ struct sdp_ready {
 	 * only learns of news by calling in, so the peer need not write the
 	 * readiness byte (appwake.h).  Written without the owner's lock. */
 	atomic_bool kwatched;
+	/* app_fd is a lone socket, no pair yet: the mirror is not kept
+	 * (nobody reads it).  Cleared once, under the lock that serialises
+	 * the mirror; read without it. */
+	atomic_bool lone;
 	struct sdp_ready_user user;
 };
 

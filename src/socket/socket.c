@@ -634,7 +634,8 @@ int sdp_sock_pair(struct sdp_sock *s)
 	struct sdp_conn *c = NULL;
 	int r = 0;
 
-	if (!s->ready.lone)	/* set once, under the locks below */
+	if (!atomic_load(&s->ready.lone))	/* cleared once, under the
+						 * locks below */
 		return 0;
 	pthread_mutex_lock(&s->lock);
 	if (s->kind == SDP_SK_CONN && s->conn) {
@@ -644,7 +645,7 @@ int sdp_sock_pair(struct sdp_sock *s)
 	/* A close on another thread takes the number out of the table
 	 * first (and, with a connection, out of ready.app_fd under its
 	 * lock): the pair never lands on a number reused meanwhile. */
-	if (s->ready.lone && s->ready.app_fd >= 0 &&
+	if (atomic_load(&s->ready.lone) && s->ready.app_fd >= 0 &&
 	    sdp_fd_peek(s->ready.app_fd) == s) {
 		r = sdp_ready_pair(&s->ready);
 		/* The mirror was not kept while lone: make it now. */

@@ -451,4 +451,97 @@ static int t_first_wait_sees_state(void)
 	return 0;
 }
 
+/* Voluntary context switches of this process's threads other than the
+ * two named: the library's own threads, in practice. */
+static long others_switches(pid_t a, pid_t b)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	long sum = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		char path[300], line[128];
+		pid_t tid = (pid_t)atoi(e->d_name);
+		FILE *f;
+
+		if (tid <= 0 || tid == a || tid == b)
+			continue;
+		snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof line, f))
+			if (!strncmp(line, "voluntary_ctxt_switches:", 24))
+				sum += atol(line + 24);
+		fclose(f);
+	}
+	closedir(d);
+	return sum;
+}
+
+struct pp_echo {
+	int fd, n;
+	pid_t tid;
+	int err;
+};
+
+static void *pp_echo_main(void *arg)
+{
+	struct pp_echo *e = arg;
+	char b;
+
+	__atomic_store_n(&e->tid, my_tid(), __ATOMIC_RELEASE);
+	for (int i = 0; i < e->n; i++)
+		if (recv(e->fd, &b, 1, MSG_WAITALL) != 1 ||
+		    send(e->fd, &b, 1, MSG_NOSIGNAL) != 1) {
+			e->err = errno ? errno : EIO;
+			break;
+		}
+	return NULL;
+}
+
+/*
+ * A blocking ping-pong on connections no wait in the kernel has named
+ * wakes only the two threads that take part: the peer wakes a sleeping
+ * receiver on the connection itself, and nothing else in either process
+ * (no readiness byte, no doorbell for the library's threads).  Counted,
+ * not timed: the library's threads may wake for their own timers, never
+ * once per message.
+ */
+static int t_blocking_pingpong_wakes_no_one_else(void)
+{
+	enum { ROUNDS = 2000 };
+	struct pp_echo e = { 0 };
+	pthread_t th;
+	int c, s;
+	char b = 'p';
+
+	PAIR(c, s);
+	e.fd = s;
+	e.n = ROUNDS;
+	CHECK(pthread_create(&th, NULL, pp_echo_main, &e) == 0, "pthread_create");
+	/* A first exchange: every thread of the library has started. */
+	WRITEN(c, &b, 1);
+	READN(c, &b, 1);
+	while (!__atomic_load_n(&e.tid, __ATOMIC_ACQUIRE))
+		msleep_poll(1);
+	long before = others_switches(my_tid(), e.tid);
+	for (int i = 1; i < ROUNDS; i++) {
+		WRITEN(c, &b, 1);
+		READN(c, &b, 1);
+	}
+	long after = others_switches(my_tid(), e.tid);
+	pthread_join(th, NULL);
+	CHECK(e.err == 0, "echo thread: %s", strerror(e.err));
+	CHECK(before >= 0 && after >= 0, "cannot read /proc/self/task");
+	CHECK(after - before < ROUNDS / 10,
+	      "%ld wake-ups of other threads in %d round trips", after - before,
+	      ROUNDS - 1);
+	close(c);
+	close(s);
+	return 0;
+}
+
 #endif /* SEMANTICS_CHECKS_EVENTS_H */
