@@ -21,17 +21,42 @@
 
 #include "base/real.h"
 
+/* A pair whose library end (fds[1]) is non-blocking and close-on-exec
+ * and whose application end (fds[0]) is non-blocking per `nonblock`, as
+ * socketpair() makes them (one call fewer than setting flags after). */
+static int make_pair(int fds[2], bool nonblock)
+{
+	if (sdp_real.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
+				SOCK_NONBLOCK, 0, fds) < 0)
+		return -errno;
+	if (!nonblock)
+		sdp_real.fcntl(fds[0], F_SETFL, O_RDWR);
+	return 0;
+}
+
 int sdp_ready_init(struct sdp_ready *r, int sock_flags)
 {
-	int fd;
+	int fds[2], fd, e;
 
 	memset(r, 0, sizeof(*r));
+	r->lib_fd = -1;
+	if (sock_flags & SOCK_NONBLOCK) {
+		/* Born non-blocking: an event loop's, which names it in
+		 * poll or epoll next.  Paired at once, not at that call. */
+		e = make_pair(fds, true);
+		if (e < 0)
+			return e;
+		if (!(sock_flags & SOCK_CLOEXEC))
+			sdp_real.fcntl(fds[0], F_SETFD, 0);
+		r->app_fd = fds[0];
+		r->lib_fd = sdp_fd_high(fds[1]);
+		return 0;
+	}
 	fd = sdp_real.socket(AF_UNIX, SOCK_STREAM |
-			     (sock_flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)), 0);
+			     (sock_flags & SOCK_CLOEXEC), 0);
 	if (fd < 0)
 		return -errno;
 	r->app_fd = fd;
-	r->lib_fd = -1;
 	atomic_store(&r->lone, true);
 	return 0;
 }
@@ -48,9 +73,9 @@ int sdp_ready_pair(struct sdp_ready *r)
 	fl = sdp_real.fcntl(r->app_fd, F_GETFL);
 	if (fdfl < 0 || fl < 0)
 		return -errno;
-	if (sdp_real.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
-				fds) < 0)
-		return -errno;
+	e = make_pair(fds, fl & O_NONBLOCK);
+	if (e < 0)
+		return e;
 	/* One atomic step for the application's number: a thread of its
 	 * that uses it meanwhile meets either socket, never a free number. */
 	if (sdp_real.dup3(fds[0], r->app_fd,
@@ -61,10 +86,7 @@ int sdp_ready_pair(struct sdp_ready *r)
 		return e;
 	}
 	sdp_real.close(fds[0]);
-	if (fl & O_NONBLOCK)
-		sdp_real.fcntl(r->app_fd, F_SETFL, O_NONBLOCK | O_RDWR);
 	r->lib_fd = sdp_fd_high(fds[1]);
-	sdp_real.fcntl(r->lib_fd, F_SETFL, O_NONBLOCK | O_RDWR);
 	atomic_store(&r->lone, false);
 	return 0;
 }

@@ -578,6 +578,9 @@ SDP_EXPORT int ioctl(int fd, unsigned long req, ...)
 			r = -EFAULT;
 			break;
 		}
+		/* Going non-blocking: poll or epoll names it next. */
+		if (*(int *)arg && (r = sdp_sock_pair(s)) < 0)
+			break;
 		atomic_store(&s->nonblock, !!*(int *)arg);
 		sdp_switch_mirror_nonblock(s, !!*(int *)arg);
 		r = sdp_real.ioctl(fd, req, arg) < 0 ? -errno : 0;
@@ -626,6 +629,8 @@ static int do_fcntl(int fd, int cmd, void *arg)
 	else if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC ||
 		 cmd == F_SETOWN || cmd == F_SETOWN_EX || cmd == F_SETSIG)
 		r = sdp_sock_pair(s);	/* the file is shared or kept */
+	else if (cmd == F_SETFL && ((long)arg & O_NONBLOCK))
+		r = sdp_sock_pair(s);	/* poll or epoll names it next */
 	if (r < 0) {
 		sdp_sock_put(s);
 		errno = -r;
