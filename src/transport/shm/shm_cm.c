@@ -7,8 +7,9 @@
  * One CM message travels each way over the AF_UNIX seqpacket connection:
  * Hello (client -> listener) and Accept or Reject (listener -> client).  A
  * Hello or Accept carries the sender's segment memfd (SCM_RIGHTS), and the
- * kernel adds the sender's credentials (SCM_CREDENTIALS, as both ends set
- * SO_PASSCRED): the pid used for cross-memory attach is the pid of the
+ * kernel adds the sender's credentials (SCM_CREDENTIALS, as both ends have
+ * SO_PASSCRED: the client sets it, an accepted socket inherits it from the
+ * listener): the pid used for cross-memory attach is the pid of the
  * process that sent the message, not a number the peer chose.  After the
  * handshake the connection carries only one-byte doorbells, and its hang-up
  * tells each side that the other is gone.
@@ -87,7 +88,7 @@ int sdp__shm_send_msg(int sock, uint16_t type, const struct shm_qp *qp,
 	if (priv_len)
 		memcpy(m.priv, priv, priv_len);
 
-	/* No credentials of our own: both ends set SO_PASSCRED before the
+	/* No credentials of our own: both ends have SO_PASSCRED before the
 	 * first message, and then the kernel stamps the sender's pid and real
 	 * ids on every message itself (af_unix's maybe_add_creds). */
 	if (qp && qp->memfd >= 0) {

@@ -730,10 +730,16 @@ int sdp__shm_listen(struct sdp_listener *sl, int backlog)
 {
 	struct shm_listener *l = SHM_L(sl);
 	struct epoll_event ev = { .events = EPOLLIN };
+	int one = 1;
 
 	if (l->sock < 0)
 		return -EINVAL;
-	if (sdp_real.listen(l->sock, backlog > 0 ? backlog : 1))
+	/* Every socket accepted from it inherits SO_PASSCRED (af_unix), so
+	 * the client's Hello is read with the credentials the kernel
+	 * stamped on it: one call here, not one per connection. */
+	if (sdp_real.setsockopt(l->sock, SOL_SOCKET, SO_PASSCRED, &one,
+				sizeof(one)) ||
+	    sdp_real.listen(l->sock, backlog > 0 ? backlog : 1))
 		return -errno;
 	if (l->claim >= 0 && sdp_real.listen(l->claim, 16))
 		return -errno;
@@ -786,7 +792,6 @@ static void accept_pending(struct shm_listener *l)
 	for (;;) {
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 		struct shm_pending *p;
-		int one = 1;
 		int s = sdp_fd_high(sdp_real.accept4(l->sock, NULL, NULL,
 						     SOCK_NONBLOCK |
 						     SOCK_CLOEXEC));
@@ -798,9 +803,7 @@ static void accept_pending(struct shm_listener *l)
 		}
 		p = l->npending < SHM_MAX_PENDING ? calloc(1, sizeof(*p)) : NULL;
 		ev.data.ptr = p;
-		if (!p || sdp_real.setsockopt(s, SOL_SOCKET, SO_PASSCRED, &one,
-					      sizeof(one)) ||
-		    sdp_real.epoll_ctl(l->epfd, EPOLL_CTL_ADD, s, &ev)) {
+		if (!p || sdp_real.epoll_ctl(l->epfd, EPOLL_CTL_ADD, s, &ev)) {
 			free(p);
 			sdp_close(s);
 			continue;

@@ -75,11 +75,10 @@ static int take_one(struct shm_listener *l, int s, struct sdp_conn_req **out,
 	uint64_t base;
 	uint32_t len = 0;
 	struct ucred cred;
-	int fd = -1, one = 1, err;
+	int fd = -1, err;
 
-	err = sdp_real.setsockopt(s, SOL_SOCKET, SO_PASSCRED, &one,
-				  sizeof(one)) ?
-		-errno : hello_wait(s);
+	/* SO_PASSCRED comes from the listener (sdp__shm_listen). */
+	err = hello_wait(s);
 	if (!err)
 		err = sdp__shm_recv_msg(s, &type, priv, &len, &hdst, &base,
 					&fd, &cred, NULL);
