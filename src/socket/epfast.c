@@ -408,7 +408,7 @@ int sdp_epfast_ctl(int ep, int op, int fd, struct epoll_event *ev)
 	/* The set holds the file: the pair must be in place first. */
 	r = s && op != EPOLL_CTL_DEL ? sdp_sock_pair(s) : 0;
 	if (r < 0) {
-		e = -r;
+		e = ENOMEM;	/* as epoll_ctl reports a lack of resources */
 		r = -1;
 	} else {
 		r = sdp_real.epoll_ctl(ep, op, fd, ev);

@@ -648,6 +648,10 @@ int sdp_sock_pair(struct sdp_sock *s)
 	if (atomic_load(&s->ready.lone) && s->ready.app_fd >= 0 &&
 	    sdp_fd_peek(s->ready.app_fd) == s) {
 		r = sdp_ready_pair(&s->ready);
+		if (r < 0)
+			sdp_log(SDP_LOG_ERR, "fd %d: no readiness pair (%s): "
+				"poll, select and epoll cannot watch it",
+				s->ready.app_fd, strerror(-r));
 		/* The mirror was not kept while lone: make it now. */
 		if (r == 0 && c && c->ready == &s->ready)
 			sdp_conn_update_ready_locked(c);

@@ -578,9 +578,10 @@ SDP_EXPORT int ioctl(int fd, unsigned long req, ...)
 			r = -EFAULT;
 			break;
 		}
-		/* Going non-blocking: poll or epoll names it next. */
-		if (*(int *)arg && (r = sdp_sock_pair(s)) < 0)
-			break;
+		/* Going non-blocking: poll or epoll names it next (paired
+		 * then at the latest, and that call fails if it cannot). */
+		if (*(int *)arg)
+			sdp_sock_pair(s);
 		atomic_store(&s->nonblock, !!*(int *)arg);
 		sdp_switch_mirror_nonblock(s, !!*(int *)arg);
 		r = sdp_real.ioctl(fd, req, arg) < 0 ? -errno : 0;
@@ -630,7 +631,8 @@ static int do_fcntl(int fd, int cmd, void *arg)
 		 cmd == F_SETOWN || cmd == F_SETOWN_EX || cmd == F_SETSIG)
 		r = sdp_sock_pair(s);	/* the file is shared or kept */
 	else if (cmd == F_SETFL && ((long)arg & O_NONBLOCK))
-		r = sdp_sock_pair(s);	/* poll or epoll names it next */
+		sdp_sock_pair(s);	/* poll or epoll names it next (and
+					 * fails if it still cannot pair) */
 	if (r < 0) {
 		sdp_sock_put(s);
 		errno = -r;

@@ -451,6 +451,61 @@ static int t_first_wait_sees_state(void)
 	return 0;
 }
 
+/*
+ * Out of descriptors when the first wait names a connection that only
+ * blocking calls have used (libsdp makes its readiness pair then): the
+ * wait fails with ENOMEM or answers correctly, never sleeps unwoken, and
+ * once descriptors are free again the next wait sees the data.
+ */
+static int t_first_wait_out_of_descriptors(void)
+{
+	struct rlimit old, low;
+	int c, s, fills[64], nfill = 0, k, e;
+	char b;
+
+	PAIR(c, s);
+	WRITEN(s, "a", 1);
+	READN(c, &b, 1);
+	WRITEN(s, "b", 1);
+	SYS(getrlimit(RLIMIT_NOFILE, &old));
+	/* Every number below the new limit taken. */
+	int top = c > s ? c : s;
+	for (int fd = 0; fd <= top + 4; fd++)
+		if (fcntl(fd, F_GETFD) >= 0 && fd > top)
+			top = fd;
+	low = old;
+	low.rlim_cur = (rlim_t)top + 1;
+	SYS(setrlimit(RLIMIT_NOFILE, &low));
+	for (;;) {
+		int f = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (f < 0)
+			break;
+		if (nfill == 64) {
+			close(f);
+			break;
+		}
+		fills[nfill++] = f;
+	}
+	struct pollfd p = { c, POLLIN, 0 };
+	errno = 0;
+	k = poll(&p, 1, 1000);
+	e = errno;
+	for (int i = 0; i < nfill; i++)
+		close(fills[i]);
+	SYS(setrlimit(RLIMIT_NOFILE, &old));
+	CHECK((k < 0 && e == ENOMEM) || (k == 1 && (p.revents & POLLIN)),
+	      "poll with no descriptor left: %d (%s), revents 0x%x", k,
+	      k < 0 ? strerror(e) : "-", p.revents);
+	p.revents = 0;
+	CHECK(poll(&p, 1, 5000) == 1 && (p.revents & POLLIN),
+	      "descriptors free again: data not reported (revents 0x%x)", p.revents);
+	READN(c, &b, 1);
+	CHECK(b == 'b', "read %c, not b", b);
+	close(c);
+	close(s);
+	return 0;
+}
+
 /* Voluntary context switches of this process's threads other than the
  * two named: the library's own threads, in practice. */
 static long others_switches(pid_t a, pid_t b)
