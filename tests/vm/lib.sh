@@ -38,6 +38,10 @@ t() { # name timeout cmd...
 			return
 		fi
 		echo "FAIL vm/$n (exit $rc, run $try of 2)"
+		# What failed may lie above the tail (a step of a longer
+		# script): its own lines first.
+		grep -E 'failed:|not ok|FAIL' "$VM_LOGDIR/vm-$n.log" | head -10 |
+			sed 's/^/  ! /'
 		tail -15 "$VM_LOGDIR/vm-$n.log" | sed 's/^/  | /'
 	done
 	fails=$((fails + 1))
