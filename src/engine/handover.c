@@ -78,6 +78,7 @@ static size_t mbox_size_for(struct sdp_conn *c)
  * mailbox now, while it is still mapped in one process only. */
 static void give_mailbox(struct sdp_conn *c, void *arg)
 {
+	bool paired;
 	struct stat st;
 	void *p;
 	size_t n;
@@ -86,16 +87,16 @@ static void give_mailbox(struct sdp_conn *c, void *arg)
 	if (c->owner_slot >= 0)
 		++*(int *)arg;	/* a child may ask for a relay (relay.h) */
 	/* Either process may poll it, or pass the file on: the pair goes
-	 * in place now, while one process holds it (readiness.h). */
-	if (c->ready && atomic_load(&c->ready->lone) &&
-	    sdp_ready_pair(c->ready) == 0)
-		sdp_conn_update_ready_locked(c);
+	 * in place now, while one process holds it (readiness.h); the
+	 * update below brings its mirror in line. */
+	paired = c->ready && atomic_load(&c->ready->lone) &&
+		 sdp_ready_pair(c->ready) == 0;
 	if (c->ready && !c->ready->app_ino && c->ready->app_fd >= 0 &&
 	    fstat(c->ready->app_fd, &st) == 0)
 		c->ready->app_ino = (uint64_t)st.st_ino;	/* exec.c */
 	/* Either process may wait on the descriptor in the kernel, the
 	 * other one's waits unseen here: the peer must wake it. */
-	if (sdp_appwake_kernel_watch_locked(c))
+	if (sdp_appwake_kernel_watch_locked(c) || paired)
 		sdp_conn_update_ready_locked(c);
 	/* A QP that could not be made reachable from the child stays
 	 * here: no mailbox, so another process of the family gets EBADFD. */
