@@ -667,7 +667,10 @@ int sdp_sock_kernel_watch(struct sdp_sock *s)
 	struct sdp_conn *c = NULL;
 	int r;
 
-	if (atomic_load_explicit(&s->ready.kwatched, memory_order_relaxed))
+	/* Watched but still lone: its pairing failed at a fork (no
+	 * descriptor left); it is tried again here. */
+	if (atomic_load_explicit(&s->ready.kwatched, memory_order_relaxed) &&
+	    !atomic_load(&s->ready.lone))
 		return 0;
 	r = sdp_sock_pair(s);
 	if (r < 0)
