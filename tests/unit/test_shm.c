@@ -259,26 +259,33 @@ static struct sdp_qp *serve_one(struct sdp_listener *l, int nrecv,
 }
 
 /* Client side: connect and wait for ESTABLISHED with wait(). */
-static struct sdp_qp *dial(int port, int nrecv, const char *hello, char *ack)
+/* A connect's outcome, waited for with wait(). */
+static void wait_established(struct sdp_qp *c, struct sdp_cm_event *ev)
 {
-	struct sockaddr_in a = sin4("127.0.0.1", port);
-	struct sdp_qp *c = qp_new(nrecv);
-	struct sdp_cm_event ev = { 0 };
 	uint64_t end = now_ms() + TMO;
 	int err;
 
-	CHECK_EQ(T->connect(c, NULL, (struct sockaddr *)&a, sizeof(a), hello,
-			    (uint32_t)strlen(hello)), 0);
 	for (;;) {
 		uint32_t seq = T->wait_seq(c);
 
-		err = T->get_event(c, &ev);
+		err = T->get_event(c, ev);
 		if (err != -EAGAIN || now_ms() > end)
 			break;
 		T->wait(c, seq, 1000);
 	}
 	CHECK_EQ(err, 0);
-	CHECK_EQ(ev.type, SDP_CM_ESTABLISHED);
+	CHECK_EQ(ev->type, SDP_CM_ESTABLISHED);
+}
+
+static struct sdp_qp *dial(int port, int nrecv, const char *hello, char *ack)
+{
+	struct sockaddr_in a = sin4("127.0.0.1", port);
+	struct sdp_qp *c = qp_new(nrecv);
+	struct sdp_cm_event ev = { 0 };
+
+	CHECK_EQ(T->connect(c, NULL, (struct sockaddr *)&a, sizeof(a), hello,
+			    (uint32_t)strlen(hello)), 0);
+	wait_established(c, &ev);
 	if (ack) {
 		memcpy(ack, ev.priv, ev.priv_len);
 		ack[ev.priv_len] = '\0';
@@ -1255,6 +1262,238 @@ static void test_corrupt_rings(void)
 	pair_down(&p);
 }
 
+/* ---- tests: kept listener segments (shm_keep.c) ------------------------- */
+
+struct keep_counts {
+	unsigned long kept, taken;
+};
+
+static struct keep_counts keep_now(void)
+{
+	struct keep_counts k;
+
+	sdp__shm_keep_counts(&k.kept, &k.taken);
+	return k;
+}
+
+/* Client and server in this process, on listener `l`: connect, then 8
+ * messages each way with their checksums checked. */
+static void pair_on(struct pair *p, struct sdp_listener *l, int port)
+{
+	struct sockaddr_in a = sin4("127.0.0.1", port);
+	struct sdp_cm_event ev;
+	struct sdp_wc wc[8];
+	uint8_t msg[2][8][512];
+	int bad = 0;
+
+	memset(p, 0, sizeof(*p));
+	p->c = qp_new(8);
+	CHECK_EQ(T->connect(p->c, NULL, (struct sockaddr *)&a, sizeof(a),
+			    "hi", 2), 0);
+	p->s = serve_one(l, 8, "ack", NULL);
+	if (!p->s)
+		return;
+	CHECK_EQ(T->get_event(p->c, &ev), 0);
+	CHECK_EQ(ev.type, SDP_CM_ESTABLISHED);
+	for (int d = 0; d < 2; d++) {
+		struct sdp_qp *from = d ? p->s : p->c, *to = d ? p->c : p->s;
+
+		for (int i = 0; i < 8; i++) {
+			for (int j = 0; j < 512; j++)
+				msg[d][i][j] = (uint8_t)(rand() >> 7);
+			CHECK_EQ(send_buf(from, i, msg[d][i], 100 + 50 * i, 0),
+				 0);
+		}
+		CHECK_EQ(poll_n(to, wc, 8), 8);
+		for (int i = 0; i < 8; i++) {
+			bad += wc[i].status != SDP_WC_SUCCESS ||
+			       wc[i].byte_len != (uint32_t)(100 + 50 * i) ||
+			       csum(recv_buf(to, wc[i].wr_id), wc[i].byte_len) !=
+				       csum(msg[d][i], wc[i].byte_len);
+		}
+		/* Our own SENDs' completions. */
+		while (T->poll_cq(from, wc, 8) > 0)
+			;
+	}
+	CHECK_EQ(bad, 0);
+}
+
+static void pair_end(struct pair *p, bool server_first)
+{
+	if (server_first) {
+		T->destroy_qp(p->s);
+		T->destroy_qp(p->c);
+	} else {
+		T->destroy_qp(p->c);
+		T->destroy_qp(p->s);
+	}
+	p->c = p->s = NULL;
+}
+
+/* A connection that ends leaves the listener's segment kept; the next
+ * connection of the same client process takes it again, reset: the MR
+ * table the last one wrote is empty, the data is right.  Both orders of
+ * the ends. */
+static void test_keep_same_process(void)
+{
+	static uint8_t mem[4096];
+	struct keep_counts k0, k1;
+	struct sdp_listener *l;
+	struct sdp_mr *mr;
+	struct pair p;
+	void *seg;
+	int port;
+
+	l = listener_new(&port);
+	for (int order = 0; order < 2; order++) {
+		pair_on(&p, l, port);
+		if (!p.s)
+			break;
+		seg = SHM_QP(p.s)->me.ctrl;
+		CHECK_EQ(T->reg_mr(p.s, mem, sizeof(mem),
+				   SDP_ACCESS_REMOTE_READ, &mr), 0);
+		k0 = keep_now();
+		pair_end(&p, order);
+		k1 = keep_now();
+		CHECK_EQ(k1.kept - k0.kept, 2);	/* each side's */
+
+		pair_on(&p, l, port);
+		if (!p.s)
+			break;
+		CHECK_EQ(keep_now().taken - k1.taken, 1);
+		CHECK(SHM_QP(p.s)->me.ctrl == seg);
+		CHECK(SHM_QP(p.c)->peer.ctrl != NULL);
+		for (int i = 0; i < SHM_MAX_MR; i++)
+			CHECK_EQ(atomic_load(&SHM_QP(p.c)->peer.mr[i].rkey), 0);
+		CHECK_EQ(atomic_load(&SHM_QP(p.c)->peer.ctrl->closed), 0);
+		pair_end(&p, order);
+	}
+	T->close_listener(l);
+}
+
+/* Another process that names a kept segment, with its nonce, is given a
+ * new one: a segment serves again only the process it served. */
+struct keep_arg {
+	int port;
+	uint64_t nonce;
+	pid_t keeper;
+};
+
+static void child_offers_foreign_pair(void *v)
+{
+	struct keep_arg *a = v;
+	struct sockaddr_in sa = sin4("127.0.0.1", a->port);
+	struct sdp_qp *c = qp_new(8);
+	struct sdp_cm_event ev = { 0 };
+
+	CHECK(c != NULL);
+	if (!c)
+		return;
+	/* What its parent kept is not the child's to offer. */
+	{
+		struct shm_addr d;
+		int v6;
+
+		CHECK_EQ(sdp__shm_addr_parse((struct sockaddr *)&sa, sizeof(sa),
+					     &d, &v6), 0);
+		sdp__shm_keep_offer(SHM_QP(c), &d);
+		CHECK_EQ(SHM_QP(c)->offer, 0);
+	}
+	/* A process that learnt the nonce tries it anyway. */
+	SHM_QP(c)->offer = a->nonce;
+	SHM_QP(c)->kept_pid = a->keeper;
+	CHECK_EQ(T->connect(c, NULL, (struct sockaddr *)&sa, sizeof(sa), "x",
+			    1), 0);
+	wait_established(c, &ev);
+	/* A new segment: not the one named. */
+	CHECK(SHM_QP(c)->peer.ctrl != NULL);
+	if (SHM_QP(c)->peer.ctrl)
+		CHECK(SHM_QP(c)->peer.nonce != a->nonce);
+	CHECK_EQ(send_buf(c, 1, "child", 5, 0), 0);
+	from_parent();
+	T->destroy_qp(c);
+}
+
+static void test_keep_other_process(void)
+{
+	struct keep_arg a;
+	struct sdp_listener *l = listener_new(&a.port);
+	struct keep_counts k0;
+	struct sdp_wc wc[8];
+	struct sdp_qp *s;
+	struct pair p;
+	void *seg;
+
+	pair_on(&p, l, a.port);
+	if (!p.s)
+		goto out;
+	seg = SHM_QP(p.s)->me.ctrl;
+	a.nonce = SHM_QP(p.s)->me.nonce;
+	a.keeper = getpid();
+	pair_end(&p, false);
+
+	k0 = keep_now();
+	spawn(child_offers_foreign_pair, &a);
+	s = serve_one(l, 4, "ok", NULL);
+	if (s) {
+		CHECK_EQ(keep_now().taken, k0.taken);
+		CHECK(SHM_QP(s)->me.ctrl != seg);
+		CHECK_EQ(poll_n(s, wc, 1), 1);
+		CHECK_EQ(wc[0].byte_len, 5);
+		CHECK(!memcmp(recv_buf(s, wc[0].wr_id), "child", 5));
+		to_child('d');
+		T->destroy_qp(s);
+	}
+	reap();
+
+	/* Still kept for this process. */
+	pair_on(&p, l, a.port);
+	if (p.s) {
+		CHECK_EQ(keep_now().taken - k0.taken, 1);
+		CHECK(SHM_QP(p.s)->me.ctrl == seg);
+		pair_end(&p, true);
+	}
+out:
+	T->close_listener(l);
+}
+
+/* Not while the client's QP on it lives: it may still write there. */
+static void test_keep_not_while_peer_lives(void)
+{
+	struct sdp_listener *l;
+	struct keep_counts k0;
+	struct sdp_qp *c2, *s2;
+	struct sockaddr_in a;
+	struct sdp_cm_event ev;
+	struct pair p;
+	int port;
+
+	l = listener_new(&port);
+	a = sin4("127.0.0.1", port);
+	pair_on(&p, l, port);
+	if (!p.s)
+		goto out;
+	T->destroy_qp(p.s);	/* kept; the client's QP lives on */
+	k0 = keep_now();
+	c2 = qp_new(8);
+	SHM_QP(c2)->offer = SHM_QP(p.c)->peer.nonce;
+	SHM_QP(c2)->kept_pid = getpid();
+	CHECK_EQ(T->connect(c2, NULL, (struct sockaddr *)&a, sizeof(a), "y",
+			    1), 0);
+	s2 = serve_one(l, 8, "ok", NULL);
+	CHECK_EQ(keep_now().taken, k0.taken);
+	if (s2) {
+		CHECK(SHM_QP(s2)->me.ctrl != SHM_QP(p.c)->peer.ctrl);
+		CHECK_EQ(T->get_event(c2, &ev), 0);
+		CHECK_EQ(ev.type, SDP_CM_ESTABLISHED);
+		T->destroy_qp(s2);
+	}
+	T->destroy_qp(c2);
+	T->destroy_qp(p.c);
+out:
+	T->close_listener(l);
+}
+
 static void test_local_completion_notify(void)
 {
 	struct sdp_wc wc[4];
@@ -1302,6 +1541,9 @@ int main(void)
 		{ test_rnr_and_oversize, "RNR and oversize SEND are fatal" },
 		{ test_corrupt_rings, "hostile peer corrupts shared memory" },
 		{ test_local_completion_notify, "local completions notify the engine" },
+		{ test_keep_same_process, "kept listener segment: taken again, reset" },
+		{ test_keep_other_process, "kept segment: not for another process" },
+		{ test_keep_not_while_peer_lives, "kept segment: not while its client's QP lives" },
 	};
 	int n = sizeof(tests) / sizeof(tests[0]), failed = 0;
 

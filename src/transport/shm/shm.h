@@ -37,9 +37,10 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC	0x314d48535044534cULL	/* "LSDPSHM1" */
-#define SHM_VERSION	5	/* 3: receives are tagged (shm_qp.c);
+#define SHM_VERSION	6	/* 3: receives are tagged (shm_qp.c);
 				 * 4: app_slot, wake words (wakeword.h);
-				 * 5: the rings before the MR table */
+				 * 5: the rings before the MR table;
+				 * 6: listener segments kept (shm_keep.c) */
 #define SHM_MAX_MR	256		/* rkey low byte = table index */
 #define SHM_MAX_DEPTH	65536		/* ring entries */
 #define SHM_MAX_REGION	(1u << 30)	/* receive region bytes */
@@ -112,6 +113,9 @@ struct shm_ctrl {
 					 * next solicited send writes a byte
 					 * there (shm_appwake.c) */
 	_Atomic uint32_t closed;	/* peer disconnected or failed */
+	_Atomic uint32_t released;	/* peer: its QP is gone, it writes
+					 * here no more (shm_keep.c) */
+	_Atomic uint32_t kept;		/* owner: kept for the same peer */
 	_Atomic uint64_t app_sleep_id;	/* owner: which sleeping epoll_wait
 					 * armed app_armed (0: none known) */
 	_Atomic uint32_t app_slot;	/* owner: with app_armed == APP_WORD,
@@ -154,6 +158,7 @@ struct shm_seg {
 	struct shm_mr_entry *mr;	/* [SHM_MAX_MR] */
 	uint8_t *region;
 	uint32_t region_size;
+	uint64_t nonce;			/* as the owner wrote it first */
 };
 
 /* Fill `seg` for a segment mapped at `map` (shm_cm.c). */
@@ -188,6 +193,9 @@ struct shm_listener {
 struct shm_conn_req {
 	int sock;
 	struct shm_seg peer;
+	struct shm_seg kept_me;		/* my segment kept for this client */
+	uint64_t kept_nonce;		/* its nonce, the Hello's offer */
+	bool kept_mr_used;		/* its MR table was written */
 	uint64_t peer_base;		/* peer's VA of its segment (probe) */
 	pid_t peer_pid;			/* from SCM_CREDENTIALS, 0 unknown */
 	uid_t peer_uid;			/* the same message's real ids */
@@ -238,6 +246,16 @@ struct shm_qp {
 	 * event descriptor (event_fd). */
 	int summon_fd, summon_ep;
 	int memfd;			/* my segment, until sent */
+	/* A listener's segment kept for the next connection between the
+	 * same two processes (shm_keep.c).  Client: `offer` is the nonce of
+	 * the kept segment the Hello names (0: none), `kept_peer` its
+	 * mapping until the answer, `kept_pid` the process that keeps it.
+	 * Acceptor: `offer` is the nonce the Accept says it took again. */
+	uint64_t offer;
+	struct shm_seg kept_peer;
+	pid_t kept_pid;
+	uint64_t kept_since;
+	bool shared;			/* a fork() shared it: never kept */
 
 	struct shm_seg me;		/* my segment */
 	struct shm_seg peer;		/* the peer's segment, once known */
@@ -340,9 +358,17 @@ void sdp__shm_reject(struct sdp_conn_req *req);
 void sdp__shm_close_listener(struct sdp_listener *l);
 int sdp__shm_pending_scan(struct shm_listener *l, struct sdp_conn_req **out,
 			  void *priv, uint32_t *priv_len);
-int sdp__shm_request_build(struct shm_listener *l, int sock, int memfd,
-			   const struct ucred *cred, uint64_t base,
-			   const struct shm_addr *hdst, struct shm_conn_req **out);
+struct shm_hello {			/* what a CM message said beside the
+					 * SDP one */
+	struct shm_addr dst;		/* Hello: the address dialled */
+	uint64_t base;			/* the sender's segment's VA */
+	uint64_t pair;			/* SHM_MSG_*: the kept segment named */
+	int memfd;			/* the sender's segment, or -1 */
+	struct ucred cred;		/* stamped by the kernel */
+};
+int sdp__shm_request_build(struct shm_listener *l, int sock,
+			   const struct shm_hello *h,
+			   struct shm_conn_req **out);
 
 /* shm_share.c */
 int sdp__shm_share_listener(struct sdp_listener *l);
@@ -355,8 +381,7 @@ int sdp__shm_send_msg(int sock, uint16_t type, const struct shm_qp *qp,
 		      const struct shm_addr *dst, const void *priv,
 		      uint32_t priv_len);
 int sdp__shm_recv_msg(int sock, uint16_t *type, void *priv, uint32_t *priv_len,
-		      struct shm_addr *dst, uint64_t *base, int *fd,
-		      struct ucred *cred, uint8_t *flags);
+		      struct shm_hello *h, uint8_t *flags);
 int sdp__shm_map_peer(int fd, struct shm_seg *seg);
 void sdp__shm_seg_unmap(struct shm_seg *seg);
 int sdp__shm_connect(struct sdp_qp *qp, struct sdp_listener *local,
@@ -368,7 +393,28 @@ int sdp__shm_get_event(struct sdp_qp *qp, struct sdp_cm_event *ev);
 enum { SHM_MSG_HELLO = 1, SHM_MSG_ACCEPT = 2, SHM_MSG_REJECT = 3 };
 
 /* shm_qp.c */
-int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_qp **out);
+/* `r`: the request whose kept segment to use, if any (else a new one). */
+int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_conn_req *r,
+		      struct shm_qp **out);
+
+/* shm_keep.c: a listener's segment kept for the next connection of the
+ * same client process. */
+/* Client: name the segment kept from the last connection to `dst` in the
+ * Hello (qp->offer, kept_peer, kept_pid). */
+void sdp__shm_keep_offer(struct shm_qp *qp, const struct shm_addr *dst);
+/* Client: the offer was not taken by the process that keeps it (its own
+ * QP on it may not have ended yet): back to the pool. */
+void sdp__shm_keep_unused(struct shm_qp *qp);
+/* Acceptor: the segment a Hello offers, if this process keeps it for the
+ * sender and the sender is done with it: into r->kept_*; true if so. */
+bool sdp__shm_keep_take(struct shm_conn_req *r, const struct shm_hello *h);
+/* Bring a kept segment back to a new one's state. */
+void sdp__shm_keep_reset(struct shm_seg *me, bool mr_used);
+/* A QP that ends: keep what may serve its peer again; true if the QP's
+ * segment (acceptor) or its mapping of the peer's (client) is kept. */
+void sdp__shm_keep_park(struct shm_qp *qp);
+/* Tests: segments kept, and taken again. */
+void sdp__shm_keep_counts(unsigned long *kept, unsigned long *taken);
 void sdp__shm_set_error(struct shm_qp *qp);
 void sdp__shm_lcq_push(struct shm_qp *qp, uint64_t wr_id,
 		       enum sdp_wc_opcode op, enum sdp_wc_status st,

@@ -40,6 +40,10 @@ struct shm_wire_msg {			/* host order: both ends share a host */
 	uint16_t version;
 	uint16_t type;			/* SHM_MSG_* */
 	uint64_t seg_base;		/* sender's VA of its segment */
+	uint64_t pair;			/* the nonce of a listener's segment
+					 * kept (shm_keep.c): offered by a
+					 * Hello, taken by an Accept that then
+					 * carries no memfd */
 	uint8_t dst_v6;			/* Hello: the address the client dialled */
 	uint8_t flags;			/* Accept: SDP_CM_F_* (0 in a Hello) */
 	uint16_t dst_port;
@@ -78,6 +82,7 @@ int sdp__shm_send_msg(int sock, uint16_t type, const struct shm_qp *qp,
 	if (qp) {
 		m.seg_base = (uintptr_t)qp->me.ctrl;
 		m.flags = qp->cm_flags;
+		m.pair = qp->offer;
 	}
 	if (dst) {
 		m.dst_v6 = (uint8_t)dst->v6;
@@ -137,9 +142,11 @@ static void take_cmsgs(struct msghdr *mh, int *fd, struct ucred *cred)
 }
 
 int sdp__shm_recv_msg(int sock, uint16_t *type, void *priv, uint32_t *priv_len,
-		      struct shm_addr *dst, uint64_t *base, int *fd,
-		      struct ucred *cred, uint8_t *flags)
+		      struct shm_hello *h, uint8_t *flags)
 {
+	struct shm_addr *dst = &h->dst;
+	struct ucred *cred = &h->cred;
+	int *fd = &h->memfd;
 	struct shm_wire_msg m;
 	union shm_cmsg_buf cbuf;
 	struct iovec iov = { &m, sizeof(m) };
@@ -151,6 +158,7 @@ int sdp__shm_recv_msg(int sock, uint16_t *type, void *priv, uint32_t *priv_len,
 
 	*fd = -1;
 	*cred = (struct ucred){ 0, (uid_t)-1, (gid_t)-1 };
+	h->base = h->pair = 0;
 	n = sdp_real.recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n < 0)
 		return errno == EAGAIN ? -EAGAIN : -errno;
@@ -171,7 +179,8 @@ int sdp__shm_recv_msg(int sock, uint16_t *type, void *priv, uint32_t *priv_len,
 		return -EPROTO;
 	}
 	*type = m.type;
-	*base = m.seg_base;
+	h->base = m.seg_base;
+	h->pair = m.pair;
 	if (flags)
 		*flags = m.flags;
 	memcpy(priv, m.priv, m.priv_len);
@@ -232,6 +241,7 @@ int sdp__shm_map_peer(int fd, struct shm_seg *seg)
 		goto err_unmap;
 	sdp__shm_seg_place(seg, map, st.st_size, depth,
 			   (uint32_t)region_size);
+	seg->nonce = atomic_load(&c->nonce);
 	return 0;
 
 err_unmap:
@@ -333,6 +343,7 @@ int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
 
 	sdp_real.setsockopt(qp->sock, SOL_SOCKET, SO_PASSCRED, &one,
 			    sizeof(one));
+	sdp__shm_keep_offer(qp, &d);
 	err = sdp__shm_name_connect(&qp->sock, &d);
 	if (!err)
 		err = sdp__shm_send_msg(qp->sock, SHM_MSG_HELLO, qp, &d, priv,
@@ -349,27 +360,46 @@ int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
 	return 0;
 }
 
+/* The listener's segment an Accept names: the kept one we offered, taken
+ * by the process that keeps it, or a new one (its memfd).  An offer not
+ * taken is forgotten. */
+static int accept_segment(struct shm_qp *qp, const struct shm_hello *h)
+{
+	if (h->pair) {
+		if (h->pair != qp->offer || h->memfd >= 0 ||
+		    h->cred.pid != qp->kept_pid)
+			return -EPROTO;
+		qp->peer = qp->kept_peer;
+		memset(&qp->kept_peer, 0, sizeof(qp->kept_peer));
+		return 0;
+	}
+	if (qp->offer && h->cred.pid == qp->kept_pid)
+		sdp__shm_keep_unused(qp);
+	sdp__shm_seg_unmap(&qp->kept_peer);
+	qp->offer = 0;
+	if (h->memfd < 0)
+		return -EPROTO;
+	return sdp__shm_map_peer(h->memfd, &qp->peer);
+}
+
 static int connect_reply(struct shm_qp *qp, struct sdp_cm_event *ev)
 {
 	uint8_t priv[SDP_CM_PRIV_MAX];
-	struct shm_addr dummy;
+	struct shm_hello h;
 	uint16_t type = 0;
 	uint32_t plen = 0;
-	uint64_t base = 0;
 	uint8_t flags = 0;
-	struct ucred cred;
-	int fd, err;
+	int err;
 
-	err = sdp__shm_recv_msg(qp->sock, &type, priv, &plen, &dummy, &base,
-				&fd, &cred, &flags);
+	err = sdp__shm_recv_msg(qp->sock, &type, priv, &plen, &h, &flags);
 	if (err == -EAGAIN)
 		return -EAGAIN;
-	if (!err && (type != SHM_MSG_ACCEPT || fd < 0))
+	if (!err && type != SHM_MSG_ACCEPT)
 		err = type == SHM_MSG_REJECT ? -ECONNREFUSED : -EPROTO;
 	if (!err)
-		err = sdp__shm_map_peer(fd, &qp->peer);
-	if (fd >= 0)
-		sdp_close(fd);
+		err = accept_segment(qp, &h);
+	if (h.memfd >= 0)
+		sdp_close(h.memfd);
 	if (err) {
 		if (type == SHM_MSG_REJECT)
 			connect_refused_by_listener(qp);
@@ -379,10 +409,10 @@ static int connect_reply(struct shm_qp *qp, struct sdp_cm_event *ev)
 		*ev = qp->ev;
 		return 0;
 	}
-	qp->peer_pid = cred.pid;
-	qp->peer_uid = cred.uid;
-	qp->peer_gid = cred.gid;
-	qp->peer_base = base;
+	qp->peer_pid = h.cred.pid;
+	qp->peer_uid = h.cred.uid;
+	qp->peer_gid = h.cred.gid;
+	qp->peer_base = h.base;
 	atomic_store(&qp->state, SHM_ESTABLISHED);
 	memset(ev, 0, sizeof(*ev));
 	ev->type = SDP_CM_ESTABLISHED;
@@ -431,7 +461,8 @@ int sdp__shm_accept(struct sdp_qp *sq, const void *priv, uint32_t priv_len)
 				priv_len);
 	if (err)
 		return err == -EPIPE ? -ECONNRESET : err;
-	sdp_close(qp->memfd);
+	if (qp->memfd >= 0)
+		sdp_close(qp->memfd);
 	qp->memfd = -1;
 	atomic_store(&qp->state, SHM_ESTABLISHED);
 	/* The client may be asleep in wait() for the connect to finish. */

@@ -156,6 +156,7 @@ int sdp__shm_share_prepare(struct sdp_qp *sq)
 				      .data.fd = qp->sock };
 	int fd, ep, err;
 
+	qp->shared = true;	/* its segments are the family's now */
 	if (qp->summon_ep >= 0)
 		return 0;
 	fd = sdp_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));

@@ -818,10 +818,11 @@ static void accept_pending(struct shm_listener *l)
 }
 
 /* Turn a pending connection whose Hello arrived into a request. */
-int sdp__shm_request_build(struct shm_listener *l, int sock, int memfd,
-			   const struct ucred *cred, uint64_t base,
-			   const struct shm_addr *hdst, struct shm_conn_req **out)
+int sdp__shm_request_build(struct shm_listener *l, int sock,
+			   const struct shm_hello *h,
+			   struct shm_conn_req **out)
 {
+	const struct shm_addr *hdst = &h->dst;
 	struct sockaddr_un sun;
 	socklen_t slen = sizeof(sun);
 	struct shm_conn_req *r;
@@ -851,14 +852,16 @@ int sdp__shm_request_build(struct shm_listener *l, int sock, int memfd,
 		memcpy(r->src.a, r->dst.a, sizeof(r->src.a));
 		r->src.v6 = r->dst.v6;
 	}
-	err = sdp__shm_map_peer(memfd, &r->peer);
+	err = sdp__shm_map_peer(h->memfd, &r->peer);
 	if (err)
 		goto err_free;
+	if (h->pair)
+		sdp__shm_keep_take(r, h);
 	r->sock = sock;
-	r->peer_pid = cred->pid;
-	r->peer_uid = cred->uid;
-	r->peer_gid = cred->gid;
-	r->peer_base = base;
+	r->peer_pid = h->cred.pid;
+	r->peer_uid = h->cred.uid;
+	r->peer_gid = h->cred.gid;
+	r->peer_base = h->base;
 	r->is_v6_socket = l->is_v6_socket;
 	*out = r;
 	return 0;
@@ -880,19 +883,17 @@ int sdp__shm_pending_scan(struct shm_listener *l, struct sdp_conn_req **out,
 	for (pp = &l->pending; *pp;) {
 		struct shm_pending *p = *pp;
 		struct shm_conn_req *r;
-		struct shm_addr hdst;
+		struct shm_hello h = { .memfd = -1 };
 		uint16_t type;
 		uint32_t len;
-		uint64_t base;
-		struct ucred cred;
-		int fd, err;
+		int err;
 
 		/* Once shared there is no epoll set to ask: read them all. */
 		if (!p->ready && l->epfd >= 0)
 			err = -EAGAIN;
 		else
-			err = sdp__shm_recv_msg(p->sock, &type, buf, &len,
-						&hdst, &base, &fd, &cred, NULL);
+			err = sdp__shm_recv_msg(p->sock, &type, buf, &len, &h,
+						NULL);
 		if (err == -EAGAIN) {
 			p->ready = false;
 			if (now >= p->deadline_ms)
@@ -901,13 +902,12 @@ int sdp__shm_pending_scan(struct shm_listener *l, struct sdp_conn_req **out,
 				pp = &p->next;
 			continue;
 		}
-		if (!err && (type != SHM_MSG_HELLO || fd < 0))
+		if (!err && (type != SHM_MSG_HELLO || h.memfd < 0))
 			err = -EPROTO;
 		if (!err)
-			err = sdp__shm_request_build(l, p->sock, fd, &cred, base,
-						     &hdst, &r);
-		if (fd >= 0)
-			sdp_close(fd);
+			err = sdp__shm_request_build(l, p->sock, &h, &r);
+		if (h.memfd >= 0)
+			sdp_close(h.memfd);
 		if (err) {
 			pending_drop(l, pp);
 			continue;
@@ -968,6 +968,7 @@ void sdp__shm_reject(struct sdp_conn_req *sr)
 	sdp__shm_send_msg(r->sock, SHM_MSG_REJECT, NULL, NULL, NULL, 0);
 	sdp__shm_wake_owner_seg(r->peer.ctrl, -1, -1, NULL, 0);
 	sdp__shm_seg_unmap(&r->peer);
+	sdp__shm_seg_unmap(&r->kept_me);
 	sdp_close(r->sock);
 	free(r);
 }

@@ -81,6 +81,7 @@ static int seg_create(struct shm_qp *qp)
 	atomic_store(&c->nonce, nonce | 1);
 	sdp__shm_seg_place(&qp->me, map, lo.total, depth,
 			   qp->attr.recv_region_size);
+	qp->me.nonce = nonce | 1;
 	return 0;
 
 err_close:
@@ -90,7 +91,28 @@ err_close:
 	return err;
 }
 
-int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_qp **out)
+/* A kept segment of the request's, if it has the sizes asked. */
+static bool seg_take_kept(struct shm_qp *qp, struct shm_conn_req *r)
+{
+	bool fits;
+
+	if (!r || !r->kept_me.ctrl)
+		return false;
+	fits = r->kept_me.depth == roundup_pow2(qp->attr.max_recv_wr) &&
+	       r->kept_me.region_size == qp->attr.recv_region_size;
+	if (fits) {
+		sdp__shm_keep_reset(&r->kept_me, r->kept_mr_used);
+		qp->me = r->kept_me;
+		qp->offer = r->kept_nonce;
+		memset(&r->kept_me, 0, sizeof(r->kept_me));
+		return true;
+	}
+	sdp__shm_seg_unmap(&r->kept_me);
+	return false;
+}
+
+int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_conn_req *r,
+		      struct shm_qp **out)
 {
 	struct shm_qp *qp;
 	int err;
@@ -108,7 +130,7 @@ int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_qp **out)
 	qp->summon_fd = qp->summon_ep = -1;
 	qp->peer_app_fd = -1;
 	qp->app_word = qp->ww_gen = -1;
-	err = seg_create(qp);
+	err = seg_take_kept(qp, r) ? 0 : seg_create(qp);
 	if (err)
 		goto err_free;
 	err = -ENOMEM;
@@ -136,7 +158,8 @@ err_unmap:
 	free(qp->rwr_free);
 	free(qp->rwr);
 	sdp__shm_seg_unmap(&qp->me);
-	sdp_close(qp->memfd);
+	if (qp->memfd >= 0)
+		sdp_close(qp->memfd);
 err_free:
 	free(qp);
 	return err;
@@ -144,7 +167,7 @@ err_free:
 
 static int shm_create_qp(const struct sdp_qp_attr *attr, struct sdp_qp **out)
 {
-	return sdp__shm_qp_alloc(attr, (struct shm_qp **)out);
+	return sdp__shm_qp_alloc(attr, NULL, (struct shm_qp **)out);
 }
 
 static void shm_destroy_qp(struct sdp_qp *sq);
@@ -159,7 +182,7 @@ static int shm_create_qp_from_req(struct sdp_conn_req *sr,
 	struct shm_qp *qp;
 	int err;
 
-	err = sdp__shm_qp_alloc(attr, &qp);
+	err = sdp__shm_qp_alloc(attr, r, &qp);
 	if (err)
 		goto err_reject;
 	qp->sock = r->sock;
@@ -245,6 +268,10 @@ static void shm_destroy_qp(struct sdp_qp *sq)
 	struct shm_qp *qp = SHM_QP(sq);
 
 	sdp__shm_set_error(qp);
+	/* Our last word in the peer's segment: it may be used again. */
+	if (qp->peer.ctrl)
+		atomic_store(&qp->peer.ctrl->released, 1);
+	sdp__shm_keep_park(qp);
 	shm_release_qp(qp);
 }
 
@@ -261,6 +288,7 @@ static void shm_release_qp(struct shm_qp *qp)
 		free(qp->mrs[i]);
 	sdp__shm_seg_unmap(&qp->peer);
 	sdp__shm_seg_unmap(&qp->me);
+	sdp__shm_seg_unmap(&qp->kept_peer);
 	if (qp->sock >= 0)
 		sdp_close(qp->sock);
 	if (qp->memfd >= 0)

@@ -70,24 +70,21 @@ static int take_one(struct shm_listener *l, int s, struct sdp_conn_req **out,
 		    void *priv, uint32_t *priv_len)
 {
 	struct shm_conn_req *r;
-	struct shm_addr hdst;
 	uint16_t type = 0;
-	uint64_t base;
+	struct shm_hello h = { .memfd = -1 };
 	uint32_t len = 0;
-	struct ucred cred;
-	int fd = -1, err;
+	int err;
 
 	/* SO_PASSCRED comes from the listener (sdp__shm_listen). */
 	err = hello_wait(s);
 	if (!err)
-		err = sdp__shm_recv_msg(s, &type, priv, &len, &hdst, &base,
-					&fd, &cred, NULL);
-	if (!err && (type != SHM_MSG_HELLO || fd < 0))
+		err = sdp__shm_recv_msg(s, &type, priv, &len, &h, NULL);
+	if (!err && (type != SHM_MSG_HELLO || h.memfd < 0))
 		err = -EPROTO;
 	if (!err)
-		err = sdp__shm_request_build(l, s, fd, &cred, base, &hdst, &r);
-	if (fd >= 0)
-		sdp_close(fd);
+		err = sdp__shm_request_build(l, s, &h, &r);
+	if (h.memfd >= 0)
+		sdp_close(h.memfd);
 	if (err)
 		return err;
 	*priv_len = len;
