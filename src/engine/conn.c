@@ -391,6 +391,8 @@ int sdp_conn_connect(struct sdp_conn *c, struct sdp_listener *local,
 	pthread_mutex_lock(&c->lock);
 	conn_bufs_for(c, ops);
 	qp_attr(c, &attr);
+	attr.dst = dst;
+	attr.dst_len = len;
 	r = ops->create_qp(&attr, &qp);
 	if (r < 0)
 		goto out_unlock;

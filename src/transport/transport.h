@@ -163,6 +163,11 @@ struct sdp_qp_attr {
 				 * accept, where the transport can carry them */
 	const struct sdp_qp_events *events;	/* the engine's callbacks */
 	void *events_ctx;
+	/* create_qp for a connect: the address it will dial, or NULL.  A
+	 * transport may set the QP up from what it kept from an earlier
+	 * connection there (shm: transport/shm/shm_keep.c). */
+	const struct sockaddr *dst;
+	socklen_t dst_len;
 };
 
 /* Carried beside the HelloAck by transports that can (shm), outside the

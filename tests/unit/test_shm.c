@@ -168,17 +168,29 @@ static bool has_news(struct sdp_qp *qp, int tmo)
 	return fd_readable(T->event_fd(qp), tmo);
 }
 
-static struct sdp_qp *qp_new(int nrecv)
+/* A QP for a connect to 127.0.0.1:port (0: not said, as the engine says
+ * it), with `nrecv` receives posted. */
+static struct sdp_qp *qp_new_to(int nrecv, int port)
 {
+	struct sockaddr_in dst = sin4("127.0.0.1", port);
 	struct sdp_qp_attr a = { .max_send_wr = 64, .max_recv_wr = 16,
 				 .recv_region_size = REGION };
 	struct sdp_qp *qp = NULL;
 
+	if (port) {
+		a.dst = (struct sockaddr *)&dst;
+		a.dst_len = sizeof(dst);
+	}
 	attr_events(&a);
 	CHECK_EQ(T->create_qp(&a, &qp), 0);
 	if (qp)
 		CHECK_EQ(post_recvs(qp, 0, nrecv, 1000), 0);
 	return qp;
+}
+
+static struct sdp_qp *qp_new(int nrecv)
+{
+	return qp_new_to(nrecv, 0);
 }
 
 static int send_buf(struct sdp_qp *qp, uint64_t id, const void *buf,
@@ -1276,18 +1288,61 @@ static struct keep_counts keep_now(void)
 	return k;
 }
 
-/* Client and server in this process, on listener `l`: connect, then 8
+/* Message i of 8 made from `seed`. */
+static uint32_t msg_fill(uint8_t *m, unsigned seed, int i)
+{
+	for (int j = 0; j < 512; j++)
+		m[j] = (uint8_t)(seed * 7919u + i * 31u + j * 13u);
+	return 100 + 50 * i;
+}
+
+static void send_msgs(struct sdp_qp *qp, unsigned seed)
+{
+	uint8_t m[512];
+	struct sdp_wc wc[8];
+
+	for (int i = 0; i < 8; i++)
+		CHECK_EQ(send_buf(qp, i, m, msg_fill(m, seed, i), 0), 0);
+	/* Our own SENDs' completions. */
+	while (T->poll_cq(qp, wc, 8) > 0)
+		;
+}
+
+/* The 8 messages of `seed` arrived whole, and nothing else. */
+static void check_msgs(struct sdp_qp *qp, unsigned seed)
+{
+	struct sdp_wc wc[9];
+	uint8_t m[512];
+	int bad = 0;
+
+	CHECK_EQ(poll_n(qp, wc, 8), 8);
+	for (int i = 0; i < 8; i++) {
+		uint32_t len = msg_fill(m, seed, i);
+
+		bad += wc[i].status != SDP_WC_SUCCESS || wc[i].byte_len != len ||
+		       csum(recv_buf(qp, wc[i].wr_id), len) != csum(m, len);
+	}
+	CHECK_EQ(bad, 0);
+	CHECK_EQ(T->poll_cq(qp, wc, 9), 0);
+}
+
+static void exchange(struct sdp_qp *from, struct sdp_qp *to, unsigned seed)
+{
+	send_msgs(from, seed);
+	check_msgs(to, seed);
+}
+
+/* Client and server in this process, on listener `l`: connect (as the
+ * engine does, naming the destination at create_qp if `say_dst`), then 8
  * messages each way with their checksums checked. */
-static void pair_on(struct pair *p, struct sdp_listener *l, int port)
+static void pair_on(struct pair *p, struct sdp_listener *l, int port,
+		    bool say_dst)
 {
 	struct sockaddr_in a = sin4("127.0.0.1", port);
 	struct sdp_cm_event ev;
-	struct sdp_wc wc[8];
-	uint8_t msg[2][8][512];
-	int bad = 0;
 
 	memset(p, 0, sizeof(*p));
-	p->c = qp_new(8);
+	p->c = qp_new_to(8, say_dst ? port : 0);
 	CHECK_EQ(T->connect(p->c, NULL, (struct sockaddr *)&a, sizeof(a),
 			    "hi", 2), 0);
 	p->s = serve_one(l, 8, "ack", NULL);
@@ -1295,27 +1350,8 @@ static void pair_on(struct pair *p, struct sdp_listener *l, int port)
 		return;
 	CHECK_EQ(T->get_event(p->c, &ev), 0);
 	CHECK_EQ(ev.type, SDP_CM_ESTABLISHED);
-	for (int d = 0; d < 2; d++) {
-		struct sdp_qp *from = d ? p->s : p->c, *to = d ? p->c : p->s;
-
-		for (int i = 0; i < 8; i++) {
-			for (int j = 0; j < 512; j++)
-				msg[d][i][j] = (uint8_t)(rand() >> 7);
-			CHECK_EQ(send_buf(from, i, msg[d][i], 100 + 50 * i, 0),
-				 0);
-		}
-		CHECK_EQ(poll_n(to, wc, 8), 8);
-		for (int i = 0; i < 8; i++) {
-			bad += wc[i].status != SDP_WC_SUCCESS ||
-			       wc[i].byte_len != (uint32_t)(100 + 50 * i) ||
-			       csum(recv_buf(to, wc[i].wr_id), wc[i].byte_len) !=
-				       csum(msg[d][i], wc[i].byte_len);
-		}
-		/* Our own SENDs' completions. */
-		while (T->poll_cq(from, wc, 8) > 0)
-			;
-	}
-	CHECK_EQ(bad, 0);
+	exchange(p->c, p->s, 1);
+	exchange(p->s, p->c, 2);
 }
 
 static void pair_end(struct pair *p, bool server_first)
@@ -1330,43 +1366,53 @@ static void pair_end(struct pair *p, bool server_first)
 	p->c = p->s = NULL;
 }
 
-/* A connection that ends leaves the listener's segment kept; the next
- * connection of the same client process takes it again, reset: the MR
- * table the last one wrote is empty, the data is right.  Both orders of
- * the ends. */
+/* A connection that ends leaves its segments kept; the next connection
+ * of the same client process takes them again, reset: the MR tables the
+ * last one wrote are empty, the data is right.  With the destination
+ * known at create_qp (as the engine says it) both segments are taken,
+ * else the listener's only; both orders of the ends. */
 static void test_keep_same_process(void)
 {
 	static uint8_t mem[4096];
 	struct keep_counts k0, k1;
 	struct sdp_listener *l;
-	struct sdp_mr *mr;
+	struct sdp_mr *mr, *cmr;
 	struct pair p;
-	void *seg;
+	void *seg, *cseg;
 	int port;
 
 	l = listener_new(&port);
-	for (int order = 0; order < 2; order++) {
-		pair_on(&p, l, port);
+	for (int mode = 0; mode < 4; mode++) {
+		bool both = mode >= 2, server_first = mode & 1;
+
+		pair_on(&p, l, port, both);
 		if (!p.s)
 			break;
 		seg = SHM_QP(p.s)->me.ctrl;
+		cseg = SHM_QP(p.c)->me.ctrl;
 		CHECK_EQ(T->reg_mr(p.s, mem, sizeof(mem),
 				   SDP_ACCESS_REMOTE_READ, &mr), 0);
+		CHECK_EQ(T->reg_mr(p.c, mem, sizeof(mem),
+				   SDP_ACCESS_REMOTE_READ, &cmr), 0);
 		k0 = keep_now();
-		pair_end(&p, order);
+		pair_end(&p, server_first);
 		k1 = keep_now();
 		CHECK_EQ(k1.kept - k0.kept, 2);	/* each side's */
 
-		pair_on(&p, l, port);
+		pair_on(&p, l, port, both);
 		if (!p.s)
 			break;
 		CHECK_EQ(keep_now().taken - k1.taken, 1);
 		CHECK(SHM_QP(p.s)->me.ctrl == seg);
+		CHECK_EQ(SHM_QP(p.c)->me.ctrl == cseg, both);
 		CHECK(SHM_QP(p.c)->peer.ctrl != NULL);
-		for (int i = 0; i < SHM_MAX_MR; i++)
+		for (int i = 0; i < SHM_MAX_MR; i++) {
 			CHECK_EQ(atomic_load(&SHM_QP(p.c)->peer.mr[i].rkey), 0);
+			CHECK_EQ(atomic_load(&SHM_QP(p.s)->peer.mr[i].rkey), 0);
+		}
 		CHECK_EQ(atomic_load(&SHM_QP(p.c)->peer.ctrl->closed), 0);
-		pair_end(&p, order);
+		CHECK_EQ(atomic_load(&SHM_QP(p.s)->peer.ctrl->closed), 0);
+		pair_end(&p, server_first);
 	}
 	T->close_listener(l);
 }
@@ -1424,7 +1470,7 @@ static void test_keep_other_process(void)
 	struct pair p;
 	void *seg;
 
-	pair_on(&p, l, a.port);
+	pair_on(&p, l, a.port, false);
 	if (!p.s)
 		goto out;
 	seg = SHM_QP(p.s)->me.ctrl;
@@ -1447,7 +1493,7 @@ static void test_keep_other_process(void)
 	reap();
 
 	/* Still kept for this process. */
-	pair_on(&p, l, a.port);
+	pair_on(&p, l, a.port, false);
 	if (p.s) {
 		CHECK_EQ(keep_now().taken - k0.taken, 1);
 		CHECK(SHM_QP(p.s)->me.ctrl == seg);
@@ -1457,7 +1503,7 @@ out:
 	T->close_listener(l);
 }
 
-/* Not while the client's QP on it lives: it may still write there. */
+/* Not while the peer's QP on it lives: it may still write there. */
 static void test_keep_not_while_peer_lives(void)
 {
 	struct sdp_listener *l;
@@ -1470,7 +1516,7 @@ static void test_keep_not_while_peer_lives(void)
 
 	l = listener_new(&port);
 	a = sin4("127.0.0.1", port);
-	pair_on(&p, l, port);
+	pair_on(&p, l, port, false);
 	if (!p.s)
 		goto out;
 	T->destroy_qp(p.s);	/* kept; the client's QP lives on */
@@ -1490,8 +1536,163 @@ static void test_keep_not_while_peer_lives(void)
 	}
 	T->destroy_qp(c2);
 	T->destroy_qp(p.c);
+
+	/* Nor does the client take its own segment back while the
+	 * listener's QP on it lives (a new port: none kept there yet). */
+	T->close_listener(l);
+	l = listener_new(&port);
+	pair_on(&p, l, port, true);
+	if (!p.s)
+		goto out;
+	T->destroy_qp(p.c);
+	c2 = qp_new_to(8, port);
+	CHECK_EQ(SHM_QP(c2)->offer_mine, 0);
+	CHECK(SHM_QP(c2)->me.ctrl != SHM_QP(p.s)->peer.ctrl);
+	T->destroy_qp(c2);
+	T->destroy_qp(p.s);
 out:
 	T->close_listener(l);
+}
+
+/* The client's pair to a listener process that is gone: a new listener
+ * process on the same port does not keep it and answers RETRY; the client
+ * maps a new segment over its own, its receives carried over, and sends
+ * its Hello again with it.  The old listener, which still maps the
+ * client's old segment, writes all over it: the new connection sees none
+ * of it.  After a RETRY the client names no pair there for a while. */
+struct lsn_child {
+	pid_t pid;
+	int to[2], from[2];
+};
+
+static void lsn_serve(struct lsn_child *k, int port, bool first)
+{
+	struct sockaddr_in a = sin4("127.0.0.1", port);
+	struct sdp_listener *l = NULL;
+	struct sockaddr_storage ss;
+	struct shm_seg theirs;
+	socklen_t len = sizeof(ss);
+	struct sdp_qp *s;
+
+	g_who = first ? "listener 1: " : "listener 2: ";
+	CHECK_EQ(T->bind((struct sockaddr *)&a, sizeof(a), &l), 0);
+	CHECK_EQ(T->listen(l, 8), 0);
+	CHECK_EQ(T->bound_addr(l, &ss, &len), 0);
+	port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	CHECK_EQ(write(k->from[1], &port, sizeof(port)), sizeof(port));
+	s = serve_one(l, 8, "ok", NULL);
+	if (!s)
+		return;
+	check_msgs(s, first ? 1 : 3);
+	send_msgs(s, first ? 2 : 4);
+	theirs = SHM_QP(s)->peer;
+	if (!first) {
+		step_recv(k->to[0]);
+		T->destroy_qp(s);
+		T->close_listener(l);
+		return;
+	}
+	T->destroy_qp(s);	/* kept, with the client's segment mapped */
+	T->close_listener(l);
+	step_send(k->from[1], 'c');
+	step_recv(k->to[0]);
+	memset(theirs.region, 0xab, theirs.region_size);
+	atomic_fetch_add(&theirs.ctrl->cq_prod, 3);
+	step_send(k->from[1], 'd');
+	step_recv(k->to[0]);
+}
+
+static int lsn_spawn(struct lsn_child *k, int port, bool first)
+{
+	int got = 0;
+
+	if (pipe(k->to) || pipe(k->from))
+		abort();
+	fflush(stdout);
+	k->pid = fork();
+	if (k->pid == 0) {
+		g_checks_failed = 0;
+		lsn_serve(k, port, first);
+		fflush(stdout);
+		_exit(g_checks_failed ? 1 : 0);
+	}
+	if (!fd_readable(k->from[0], 3 * TMO) ||
+	    read(k->from[0], &got, sizeof(got)) != sizeof(got))
+		return 0;
+	return got;
+}
+
+static void lsn_reap(struct lsn_child *k)
+{
+	int st = 0;
+
+	step_send(k->to[1], 'q');
+	CHECK_EQ(waitpid(k->pid, &st, 0), k->pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(k->to[0]);
+	close(k->to[1]);
+	close(k->from[0]);
+	close(k->from[1]);
+}
+
+static void test_keep_retry(void)
+{
+	struct lsn_child l1, l2;
+	struct sdp_cm_event ev;
+	struct sdp_qp *c;
+	uint64_t nonce;
+	uint8_t *region;
+	void *seg;
+	int port, run = 0;
+
+	port = lsn_spawn(&l1, 0, true);
+	CHECK(port > 0);
+	c = qp_new_to(8, port);
+	CHECK_EQ(T->connect(c, NULL, (struct sockaddr *)&(struct sockaddr_in){
+				    .sin_family = AF_INET,
+				    .sin_port = htons(port),
+				    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) },
+			    sizeof(struct sockaddr_in), "a", 1), 0);
+	wait_established(c, &ev);
+	send_msgs(c, 1);
+	check_msgs(c, 2);
+	T->destroy_qp(c);
+	CHECK_EQ(step_recv(l1.from[0]), 'c');	/* listener 1 kept its side */
+
+	CHECK_EQ(lsn_spawn(&l2, port, false), port);
+	c = qp_new_to(8, port);
+	CHECK(SHM_QP(c)->offer_mine != 0);	/* the pair is named */
+	seg = SHM_QP(c)->me.ctrl;
+	nonce = SHM_QP(c)->me.nonce;
+	CHECK_EQ(T->connect(c, NULL, (struct sockaddr *)&(struct sockaddr_in){
+				    .sin_family = AF_INET,
+				    .sin_port = htons(port),
+				    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) },
+			    sizeof(struct sockaddr_in), "b", 1), 0);
+	wait_established(c, &ev);
+	CHECK_EQ(SHM_QP(c)->offer_mine, 0);
+	CHECK(SHM_QP(c)->me.ctrl == seg);	/* in place */
+	CHECK(SHM_QP(c)->me.nonce != nonce);	/* a new file */
+	step_send(l1.to[1], 'w');		/* listener 1 scribbles */
+	CHECK_EQ(step_recv(l1.from[0]), 'd');
+	send_msgs(c, 3);
+	check_msgs(c, 4);
+	region = T->recv_region(c)->addr;
+	for (uint32_t i = 0; i + 64 <= REGION; i += 64) {
+		bool all = true;
+
+		for (int j = 0; j < 64; j++)
+			all &= region[i + j] == 0xab;
+		run += all;
+	}
+	CHECK_EQ(run, 0);
+	T->destroy_qp(c);
+
+	c = qp_new_to(8, port);
+	CHECK_EQ(SHM_QP(c)->offer_mine, 0);	/* not there for a while */
+	T->destroy_qp(c);
+	lsn_reap(&l2);
+	lsn_reap(&l1);
 }
 
 static void test_local_completion_notify(void)
@@ -1544,6 +1745,7 @@ int main(void)
 		{ test_keep_same_process, "kept listener segment: taken again, reset" },
 		{ test_keep_other_process, "kept segment: not for another process" },
 		{ test_keep_not_while_peer_lives, "kept segment: not while its client's QP lives" },
+		{ test_keep_retry, "kept pair: RETRY from another listener, old peer's writes unseen" },
 	};
 	int n = sizeof(tests) / sizeof(tests[0]), failed = 0;
 

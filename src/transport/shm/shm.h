@@ -40,7 +40,7 @@
 #define SHM_VERSION	6	/* 3: receives are tagged (shm_qp.c);
 				 * 4: app_slot, wake words (wakeword.h);
 				 * 5: the rings before the MR table;
-				 * 6: listener segments kept (shm_keep.c) */
+				 * 6: segment pairs kept (shm_keep.c) */
 #define SHM_MAX_MR	256		/* rkey low byte = table index */
 #define SHM_MAX_DEPTH	65536		/* ring entries */
 #define SHM_MAX_REGION	(1u << 30)	/* receive region bytes */
@@ -246,15 +246,20 @@ struct shm_qp {
 	 * event descriptor (event_fd). */
 	int summon_fd, summon_ep;
 	int memfd;			/* my segment, until sent */
-	/* A listener's segment kept for the next connection between the
-	 * same two processes (shm_keep.c).  Client: `offer` is the nonce of
-	 * the kept segment the Hello names (0: none), `kept_peer` its
-	 * mapping until the answer, `kept_pid` the process that keeps it.
+	/* Segments kept for the next connection between the same two
+	 * processes (shm_keep.c).  Client: `offer` is the nonce of the
+	 * listener's kept segment the Hello names (0: none), `kept_peer` its
+	 * mapping until the answer, `kept_pid` the process that keeps it;
+	 * `offer_mine` the nonce of our own kept segment when the Hello
+	 * passes no memfd (0: it passes one), and `hello` the SDP Hello, to
+	 * send again with a memfd if the listener no longer keeps the pair.
 	 * Acceptor: `offer` is the nonce the Accept says it took again. */
-	uint64_t offer;
+	uint64_t offer, offer_mine;
 	struct shm_seg kept_peer;
 	pid_t kept_pid;
 	uint64_t kept_since;
+	uint8_t hello[SDP_CM_PRIV_MAX];
+	uint32_t hello_len;
 	bool shared;			/* a fork() shared it: never kept */
 
 	struct shm_seg me;		/* my segment */
@@ -321,6 +326,8 @@ int sdp__shm_addr_parse(const struct sockaddr *sa, socklen_t len,
 void sdp__shm_addr_to_sockaddr(const struct shm_addr *a, int want_v6,
 			       struct sockaddr_storage *ss, socklen_t *len);
 bool sdp__shm_addr_is_any(const struct shm_addr *a);
+/* A wildcard destination is this host, as on Linux: 0.0.0.0 = 127.0.0.1. */
+void sdp__shm_addr_dial(struct shm_addr *a);
 int sdp__shm_addr_is_local(const struct shm_addr *a);
 int sdp__shm_name_connect(int *sock, const struct shm_addr *dst);
 int sdp__shm_name_parse(const char *path, size_t len, struct shm_addr *a);
@@ -362,10 +369,13 @@ struct shm_hello {			/* what a CM message said beside the
 					 * SDP one */
 	struct shm_addr dst;		/* Hello: the address dialled */
 	uint64_t base;			/* the sender's segment's VA */
-	uint64_t pair;			/* SHM_MSG_*: the kept segment named */
+	uint64_t pair;			/* the listener's kept segment named */
+	uint64_t pair_client;		/* Hello: the client's, passed no memfd */
 	int memfd;			/* the sender's segment, or -1 */
 	struct ucred cred;		/* stamped by the kernel */
 };
+/* 0 if a Hello passes a segment or names both of a kept pair. */
+int sdp__shm_hello_check(uint16_t type, const struct shm_hello *h);
 int sdp__shm_request_build(struct shm_listener *l, int sock,
 			   const struct shm_hello *h,
 			   struct shm_conn_req **out);
@@ -390,28 +400,39 @@ int sdp__shm_connect(struct sdp_qp *qp, struct sdp_listener *local,
 int sdp__shm_accept(struct sdp_qp *qp, const void *priv, uint32_t priv_len);
 int sdp__shm_get_event(struct sdp_qp *qp, struct sdp_cm_event *ev);
 
-enum { SHM_MSG_HELLO = 1, SHM_MSG_ACCEPT = 2, SHM_MSG_REJECT = 3 };
+/* RETRY: a Hello that passed no memfd named a pair this process does not
+ * keep; the client sends it again with one. */
+enum { SHM_MSG_HELLO = 1, SHM_MSG_ACCEPT = 2, SHM_MSG_REJECT = 3,
+       SHM_MSG_RETRY = 4 };
 
 /* shm_qp.c */
 /* `r`: the request whose kept segment to use, if any (else a new one). */
 int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_conn_req *r,
-		      struct shm_qp **out);
+		      const struct shm_addr *dst, struct shm_qp **out);
+/* My segment as a new file mapped in its place, keeping what the control
+ * block and rings hold (the receives posted): for a Hello sent again. */
+int sdp__shm_seg_renew(struct shm_qp *qp);
 
 /* shm_keep.c: a listener's segment kept for the next connection of the
  * same client process. */
-/* Client: name the segment kept from the last connection to `dst` in the
- * Hello (qp->offer, kept_peer, kept_pid). */
+/* Client, at create_qp: both segments of the pair kept from a connection
+ * to `dst`, if the listener keeps its own too, as qp->me (reset) and
+ * kept_peer, offer, offer_mine; true if so. */
+bool sdp__shm_keep_take_pair(struct shm_qp *qp, const struct shm_addr *dst,
+			     uint32_t depth);
+/* Client, at connect without a pair: name the listener's segment kept
+ * from the last connection to `dst` in the Hello (offer, kept_peer). */
 void sdp__shm_keep_offer(struct shm_qp *qp, const struct shm_addr *dst);
-/* Client: the offer was not taken by the process that keeps it (its own
- * QP on it may not have ended yet): back to the pool. */
-void sdp__shm_keep_unused(struct shm_qp *qp);
+/* Client: the listener did not keep the pair offered; no pair to `dst`
+ * for a while (its listener is shared by processes). */
+void sdp__shm_keep_missed(const struct shm_addr *dst);
 /* Acceptor: the segment a Hello offers, if this process keeps it for the
- * sender and the sender is done with it: into r->kept_*; true if so. */
+ * sender and the sender is done with it: into r->kept_*, and with
+ * h->pair_client the client's segment into r->peer; true if so. */
 bool sdp__shm_keep_take(struct shm_conn_req *r, const struct shm_hello *h);
 /* Bring a kept segment back to a new one's state. */
 void sdp__shm_keep_reset(struct shm_seg *me, bool mr_used);
-/* A QP that ends: keep what may serve its peer again; true if the QP's
- * segment (acceptor) or its mapping of the peer's (client) is kept. */
+/* A QP that ends: keep its two segments for its peer process. */
 void sdp__shm_keep_park(struct shm_qp *qp);
 /* Tests: segments kept, and taken again. */
 void sdp__shm_keep_counts(unsigned long *kept, unsigned long *taken);

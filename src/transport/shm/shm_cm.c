@@ -44,6 +44,8 @@ struct shm_wire_msg {			/* host order: both ends share a host */
 					 * kept (shm_keep.c): offered by a
 					 * Hello, taken by an Accept that then
 					 * carries no memfd */
+	uint64_t pair_client;		/* Hello without a memfd: the nonce of
+					 * the client's kept segment */
 	uint8_t dst_v6;			/* Hello: the address the client dialled */
 	uint8_t flags;			/* Accept: SDP_CM_F_* (0 in a Hello) */
 	uint16_t dst_port;
@@ -83,6 +85,7 @@ int sdp__shm_send_msg(int sock, uint16_t type, const struct shm_qp *qp,
 		m.seg_base = (uintptr_t)qp->me.ctrl;
 		m.flags = qp->cm_flags;
 		m.pair = qp->offer;
+		m.pair_client = qp->offer_mine;
 	}
 	if (dst) {
 		m.dst_v6 = (uint8_t)dst->v6;
@@ -158,7 +161,7 @@ int sdp__shm_recv_msg(int sock, uint16_t *type, void *priv, uint32_t *priv_len,
 
 	*fd = -1;
 	*cred = (struct ucred){ 0, (uid_t)-1, (gid_t)-1 };
-	h->base = h->pair = 0;
+	h->base = h->pair = h->pair_client = 0;
 	n = sdp_real.recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n < 0)
 		return errno == EAGAIN ? -EAGAIN : -errno;
@@ -181,6 +184,7 @@ int sdp__shm_recv_msg(int sock, uint16_t *type, void *priv, uint32_t *priv_len,
 	*type = m.type;
 	h->base = m.seg_base;
 	h->pair = m.pair;
+	h->pair_client = m.pair_client;
 	if (flags)
 		*flags = m.flags;
 	memcpy(priv, m.priv, m.priv_len);
@@ -312,13 +316,7 @@ int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
 			sdp__shm_listener_free(l);
 		return err;
 	}
-	if (sdp__shm_addr_is_any(&d)) {		/* like Linux: 0.0.0.0 = here */
-		memset(d.a, 0, sizeof(d.a));
-		if (d.v6)
-			d.a[15] = 1;
-		else
-			memcpy(d.a, "\x7f\0\0\x01", 4);
-	}
+	sdp__shm_addr_dial(&d);
 	if (!l) {
 		/* Same-host routing: the source is the destination address. */
 		src = d;
@@ -343,14 +341,18 @@ int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
 
 	sdp_real.setsockopt(qp->sock, SOL_SOCKET, SO_PASSCRED, &one,
 			    sizeof(one));
-	sdp__shm_keep_offer(qp, &d);
+	if (!qp->offer)		/* no pair taken at create_qp */
+		sdp__shm_keep_offer(qp, &d);
+	memcpy(qp->hello, priv, priv_len);
+	qp->hello_len = priv_len;
 	err = sdp__shm_name_connect(&qp->sock, &d);
 	if (!err)
 		err = sdp__shm_send_msg(qp->sock, SHM_MSG_HELLO, qp, &d, priv,
 					priv_len);
 	if (!err)
 		sdp__shm_sock_watch(qp);
-	sdp_close(qp->memfd);	/* sent, or never will be */
+	if (qp->memfd >= 0)
+		sdp_close(qp->memfd);	/* sent, or never will be */
 	qp->memfd = -1;
 	if (err) {
 		connect_failed(qp, err);
@@ -373,13 +375,33 @@ static int accept_segment(struct shm_qp *qp, const struct shm_hello *h)
 		memset(&qp->kept_peer, 0, sizeof(qp->kept_peer));
 		return 0;
 	}
-	if (qp->offer && h->cred.pid == qp->kept_pid)
-		sdp__shm_keep_unused(qp);
 	sdp__shm_seg_unmap(&qp->kept_peer);
 	qp->offer = 0;
 	if (h->memfd < 0)
 		return -EPROTO;
 	return sdp__shm_map_peer(h->memfd, &qp->peer);
+}
+
+/* The listener does not keep the pair our Hello named: a new segment in
+ * place of ours (the receives posted in it carried over), and the Hello
+ * again, with it.  Only once, and only after a Hello without a memfd. */
+static int hello_again(struct shm_qp *qp)
+{
+	int err;
+
+	if (!qp->offer_mine)
+		return -EPROTO;
+	sdp__shm_keep_missed(&qp->dst);
+	sdp__shm_seg_unmap(&qp->kept_peer);
+	qp->offer = qp->offer_mine = 0;
+	err = sdp__shm_seg_renew(qp);
+	if (!err)
+		err = sdp__shm_send_msg(qp->sock, SHM_MSG_HELLO, qp, &qp->dst,
+					qp->hello, qp->hello_len);
+	if (qp->memfd >= 0)
+		sdp_close(qp->memfd);
+	qp->memfd = -1;
+	return err;
 }
 
 static int connect_reply(struct shm_qp *qp, struct sdp_cm_event *ev)
@@ -394,6 +416,13 @@ static int connect_reply(struct shm_qp *qp, struct sdp_cm_event *ev)
 	err = sdp__shm_recv_msg(qp->sock, &type, priv, &plen, &h, &flags);
 	if (err == -EAGAIN)
 		return -EAGAIN;
+	if (!err && type == SHM_MSG_RETRY) {
+		if (h.memfd >= 0)
+			sdp_close(h.memfd);
+		err = hello_again(qp);
+		if (!err)
+			return -EAGAIN;
+	}
 	if (!err && type != SHM_MSG_ACCEPT)
 		err = type == SHM_MSG_REJECT ? -ECONNREFUSED : -EPROTO;
 	if (!err)

@@ -1,33 +1,37 @@
 // SPDX-License-Identifier: MIT
 /*
- * shm_keep.c — a listener's segment kept for the next connection of the
- * same client process.
+ * shm_keep.c — a connection's two segments kept for the next connection
+ * between the same two processes.
  *
  * Setting a connection up creates, seals, maps and faults in a segment on
  * each side and unmaps both at the end (munmap's TLB shootdown in a
  * threaded process); for a connection per request that is a large share of
  * its cost (docs/DESIGN.md, "Connection setup cost").  So when a
- * connection ends, the listener's side keeps its own segment and the
- * client keeps its mapping of it, each knowing the other process by pid.
- * The client's next Hello to the same address names the kept segment by
- * its nonce (and still carries a new segment of its own); a listener
- * process that keeps that segment for that client pid, whose client wrote
- * its last word in it (`released`, after its QP was gone), resets and
- * takes it, and its Accept says so instead of passing a memfd.  Any other
- * answer is a new segment as before, so an offer not taken costs nothing.
+ * connection ends, each side keeps the pair: its own segment and its
+ * mapping of the peer's, naming the peer process by the pid the kernel
+ * stamped on its CM message.
  *
- * Who can write into a kept segment: only the two processes (and their
- * fork() children, which inherited the mapping: their family) that shared
- * it before, and the listener takes it again only for the same client
- * pid, so no third process ever shares a connection's memory.  The
- * client's own segment is new for every connection: it gives its memfd
- * only to the process that answers, and keeping it would cost a descriptor
- * per connection (docs/DESIGN.md, "Descriptor budget").  QPs that a fork()
- * shared are never kept; a fork() child forgets what its parent kept.
+ * The client's next connection to the same address takes its pair when
+ * the listener has kept its side too (the listener marks its segment
+ * `kept`, after its QP on the pair is gone): it resets its own segment,
+ * posts its receives there, and its Hello passes no memfd but names both
+ * segments by their nonces.  A listener process that keeps that pair for
+ * that client pid, whose client wrote its last word in it (`released`,
+ * after its QP was gone), resets its own segment and takes both; its
+ * Accept names them instead of passing a memfd.  Otherwise it answers
+ * RETRY, and the client maps a new file over its segment in place and
+ * sends its Hello again with it: so a segment is never given to a process
+ * that did not share it before.  After a RETRY the client offers no pair
+ * to that address for a while (a listener shared by processes: which one
+ * accepts is not known), only the listener's segment beside a new one of
+ * its own, which the listener takes or ignores at no cost.
  *
- * Bounds: 16 kept per role (as many as clients connecting at once use), the
- * oldest given up first, and none older than a second when the pool is
- * next used.
+ * Who can write into a kept segment: only the two processes that shared
+ * it (and fork() children that inherited a mapping of it: their family),
+ * so no third process ever shares a connection's memory.  QPs that a
+ * fork() shared are never kept; a fork() child forgets what its parent
+ * kept.  Bounds: 16 pairs per role, the oldest given up first, and none
+ * idle for more than a second when the pool is next used.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -41,22 +45,44 @@
 
 #define KEEP_PER_ROLE 16
 #define KEEP_IDLE_MS 1000
+#define KEEP_MISSED 8
+#define KEEP_MISSED_MS 10000
 
 struct kept {
 	bool used;
-	bool client;		/* a client's mapping of a listener's segment;
-				 * else a listener's own segment */
-	struct shm_seg seg;
+	bool client;		/* the client's side of a pair; else the
+				 * listener's */
+	struct shm_seg mine;	/* our own segment */
+	struct shm_seg theirs;	/* our mapping of the peer's */
+	bool mr_used;		/* mine's MR table was written */
 	pid_t peer;		/* the process it serves again */
 	struct shm_addr dst;	/* client: the address dialled */
-	bool mr_used;		/* listener: its MR table was written */
 	uint64_t since_ms;
+};
+
+struct missed {
+	struct shm_addr dst;
+	uint64_t until_ms;
 };
 
 static pthread_mutex_t keep_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct kept keep_tab[2 * KEEP_PER_ROLE];
+static struct missed keep_missed[KEEP_MISSED];
 static pthread_once_t keep_once = PTHREAD_ONCE_INIT;
 static atomic_ulong keep_kept, keep_taken;
+
+/* Segments to unmap once the lock is dropped. */
+struct unmaps {
+	struct shm_seg seg[4 * KEEP_PER_ROLE + 2];
+	int n;
+};
+
+static void drop(struct unmaps *u, struct kept *k)
+{
+	u->seg[u->n++] = k->mine;
+	u->seg[u->n++] = k->theirs;
+	k->used = false;
+}
 
 static void keep_prepare(void)
 {
@@ -71,9 +97,12 @@ static void keep_parent(void)
 /* The child is not the process either peer knows. */
 static void keep_child(void)
 {
-	for (size_t i = 0; i < 2 * KEEP_PER_ROLE; i++)
-		if (keep_tab[i].used)
-			sdp__shm_seg_unmap(&keep_tab[i].seg);
+	for (size_t i = 0; i < 2 * KEEP_PER_ROLE; i++) {
+		if (!keep_tab[i].used)
+			continue;
+		sdp__shm_seg_unmap(&keep_tab[i].mine);
+		sdp__shm_seg_unmap(&keep_tab[i].theirs);
+	}
 	memset(keep_tab, 0, sizeof(keep_tab));
 	pthread_mutex_unlock(&keep_lock);
 }
@@ -84,37 +113,28 @@ static void keep_init(void)
 		       keep_child);
 }
 
-/* Entries of a role older than KEEP_IDLE_MS move to `out` (unmapped by
- * the caller, outside the lock); returns how many. */
-static int expire_locked(uint64_t now, struct shm_seg *out)
+/* The pool, locked, with what aged out of it moved to `u`. */
+static void pool_lock(struct unmaps *u)
 {
-	int n = 0;
+	uint64_t now = sdp__shm_now_ms();
 
+	u->n = 0;
+	pthread_once(&keep_once, keep_init);
+	pthread_mutex_lock(&keep_lock);
 	for (size_t i = 0; i < 2 * KEEP_PER_ROLE; i++) {
 		struct kept *k = &keep_tab[i];
 
-		if (k->used && now - k->since_ms > KEEP_IDLE_MS) {
-			out[n++] = k->seg;
-			k->used = false;
-		}
+		if (k->used && now - k->since_ms > KEEP_IDLE_MS)
+			drop(u, k);
 	}
-	return n;
-}
-
-/* The pool, locked, with what aged out of it moved to `old`. */
-static int pool_lock(struct shm_seg *old)
-{
-	pthread_once(&keep_once, keep_init);
-	pthread_mutex_lock(&keep_lock);
-	return expire_locked(sdp__shm_now_ms(), old);
 }
 
 /* Unlocked, and what aged out unmapped outside the lock. */
-static void pool_unlock(struct shm_seg *old, int n)
+static void pool_unlock(struct unmaps *u)
 {
 	pthread_mutex_unlock(&keep_lock);
-	for (int i = 0; i < n; i++)
-		sdp__shm_seg_unmap(&old[i]);
+	for (int i = 0; i < u->n; i++)
+		sdp__shm_seg_unmap(&u->seg[i]);
 }
 
 static bool same_addr(const struct shm_addr *a, const struct shm_addr *b)
@@ -123,64 +143,132 @@ static bool same_addr(const struct shm_addr *a, const struct shm_addr *b)
 	       !memcmp(a->a, b->a, sizeof(a->a));
 }
 
-/* The listener marks a segment it keeps (`kept`, its own word): its QP
- * on it has ended, so it can take it.  The newest such first, else the
- * newest: it may be kept by the time the Hello is read. */
-static bool better(const struct kept *a, const struct kept *b)
+static bool missed_locked(const struct shm_addr *dst)
 {
-	bool ka = atomic_load(&a->seg.ctrl->kept);
-	bool kb = atomic_load(&b->seg.ctrl->kept);
+	uint64_t now = sdp__shm_now_ms();
 
-	return ka != kb ? ka : a->since_ms > b->since_ms;
+	for (int i = 0; i < KEEP_MISSED; i++)
+		if (keep_missed[i].until_ms > now &&
+		    same_addr(&keep_missed[i].dst, dst))
+			return true;
+	return false;
+}
+
+void sdp__shm_keep_missed(const struct shm_addr *dst)
+{
+	struct missed *m = &keep_missed[0];
+	struct unmaps u;
+
+	pool_lock(&u);
+	for (int i = 1; i < KEEP_MISSED && m->until_ms; i++)
+		if (keep_missed[i].until_ms < m->until_ms)
+			m = &keep_missed[i];
+	m->dst = *dst;
+	m->until_ms = sdp__shm_now_ms() + KEEP_MISSED_MS;
+	pool_unlock(&u);
+}
+
+/* The listener's mark: its QP on the pair ended and it kept its side. */
+static bool listener_kept(const struct kept *k)
+{
+	return atomic_load(&k->theirs.ctrl->kept);
+}
+
+/* The newest pair to `dst`, those the listener kept first: it may keep
+ * the other by the time it reads the Hello. */
+static struct kept *client_pair_locked(const struct shm_addr *dst)
+{
+	struct kept *best = NULL;
+
+	for (size_t i = 0; i < 2 * KEEP_PER_ROLE; i++) {
+		struct kept *k = &keep_tab[i];
+
+		if (!k->used || !k->client || !same_addr(&k->dst, dst))
+			continue;
+		if (!best || (listener_kept(k) != listener_kept(best) ?
+			      listener_kept(k) : k->since_ms > best->since_ms))
+			best = k;
+	}
+	return best;
+}
+
+static void offer_listener_seg(struct shm_qp *qp, struct kept *k)
+{
+	qp->kept_peer = k->theirs;
+	qp->kept_pid = k->peer;
+	qp->kept_since = k->since_ms;
+	qp->offer = k->theirs.nonce;
+}
+
+bool sdp__shm_keep_take_pair(struct shm_qp *qp, const struct shm_addr *dst,
+			     uint32_t depth)
+{
+	struct kept *k;
+	struct unmaps u;
+	bool taken = false;
+
+	pool_lock(&u);
+	k = client_pair_locked(dst);
+	/* Its own segment is ours to reset once the listener's QP is gone
+	 * (`released`, which it writes before it keeps its side). */
+	if (k && listener_kept(k) && atomic_load(&k->mine.ctrl->released) &&
+	    !missed_locked(dst) &&
+	    k->mine.depth == depth &&
+	    k->mine.region_size == qp->attr.recv_region_size) {
+		sdp__shm_keep_reset(&k->mine, k->mr_used);
+		qp->me = k->mine;
+		qp->offer_mine = k->mine.nonce;
+		offer_listener_seg(qp, k);
+		k->used = false;
+		taken = true;
+	}
+	pool_unlock(&u);
+	return taken;
 }
 
 void sdp__shm_keep_offer(struct shm_qp *qp, const struct shm_addr *dst)
 {
-	struct shm_seg old[2 * KEEP_PER_ROLE];
-	struct kept *best = NULL;
-	int n;
+	struct kept *k;
+	struct unmaps u;
 
-	n = pool_lock(old);
-	for (size_t i = 0; i < 2 * KEEP_PER_ROLE; i++) {
-		struct kept *k = &keep_tab[i];
-
-		if (k->used && k->client && same_addr(&k->dst, dst) &&
-		    (!best || better(k, best)))
-			best = k;
+	pool_lock(&u);
+	k = client_pair_locked(dst);
+	if (k) {
+		/* Our segment of it goes: a new one takes its place. */
+		offer_listener_seg(qp, k);
+		u.seg[u.n++] = k->mine;
+		k->used = false;
 	}
-	if (best) {
-		qp->kept_peer = best->seg;
-		qp->kept_pid = best->peer;
-		qp->kept_since = best->since_ms;
-		qp->offer = best->seg.nonce;
-		best->used = false;
-	}
-	pool_unlock(old, n);
+	pool_unlock(&u);
 }
 
 bool sdp__shm_keep_take(struct shm_conn_req *r, const struct shm_hello *h)
 {
-	struct shm_seg old[2 * KEEP_PER_ROLE];
 	struct kept *hit = NULL;
-	int n;
+	struct unmaps u;
 
-	n = pool_lock(old);
+	pool_lock(&u);
 	for (size_t i = 0; i < 2 * KEEP_PER_ROLE && !hit; i++) {
 		struct kept *k = &keep_tab[i];
 
-		if (k->used && !k->client && k->seg.nonce == h->pair &&
+		if (k->used && !k->client && k->mine.nonce == h->pair &&
 		    k->peer == h->cred.pid &&
-		    atomic_load(&k->seg.ctrl->released))
+		    atomic_load(&k->mine.ctrl->released) &&
+		    (!h->pair_client || k->theirs.nonce == h->pair_client))
 			hit = k;
 	}
 	if (hit) {
-		r->kept_me = hit->seg;
-		r->kept_nonce = hit->seg.nonce;
+		r->kept_me = hit->mine;
+		r->kept_nonce = hit->mine.nonce;
 		r->kept_mr_used = hit->mr_used;
+		if (h->pair_client)
+			r->peer = hit->theirs;
+		else	/* the client passed a new segment of its own */
+			u.seg[u.n++] = hit->theirs;
 		hit->used = false;
 		atomic_fetch_add(&keep_taken, 1);
 	}
-	pool_unlock(old, n);
+	pool_unlock(&u);
 	return hit != NULL;
 }
 
@@ -206,23 +294,14 @@ void sdp__shm_keep_reset(struct shm_seg *me, bool mr_used)
 		memset(me->mr, 0, SHM_MAX_MR * sizeof(*me->mr));
 }
 
-/* Kept only from a connection that was established between this process
- * and the one the peer's credentials named, and that no fork() shared. */
-static bool may_keep(const struct shm_qp *qp)
-{
-	return atomic_load(&qp->state) == SHM_ESTABLISHED && !qp->shared &&
-	       qp->peer_pid > 0 && qp->me.ctrl && qp->peer.ctrl;
-}
-
-/* Into the pool, in place of the oldest of its role if full; false if
- * there is no room (the caller unmaps it). */
+/* Into the pool, in place of the oldest of its role if full. */
 static bool store(const struct kept *e)
 {
-	struct shm_seg old[2 * KEEP_PER_ROLE + 1];
 	struct kept *slot = NULL, *oldest = NULL;
-	int n, mine = 0;
+	struct unmaps u;
+	int mine = 0;
 
-	n = pool_lock(old);
+	pool_lock(&u);
 	for (size_t i = 0; i < 2 * KEEP_PER_ROLE; i++) {
 		struct kept *k = &keep_tab[i];
 
@@ -236,7 +315,7 @@ static bool store(const struct kept *e)
 		}
 	}
 	if ((mine >= KEEP_PER_ROLE || !slot) && oldest) {
-		old[n++] = oldest->seg;
+		drop(&u, oldest);
 		slot = oldest;
 	}
 	if (slot) {
@@ -244,43 +323,38 @@ static bool store(const struct kept *e)
 		slot->used = true;
 		atomic_fetch_add(&keep_kept, 1);
 	}
-	pool_unlock(old, n);
+	pool_unlock(&u);
 	return slot != NULL;
+}
+
+/* Kept only from a connection that was established between this process
+ * and the one the peer's credentials named, and that no fork() shared. */
+static bool may_keep(const struct shm_qp *qp)
+{
+	return atomic_load(&qp->state) == SHM_ESTABLISHED && !qp->shared &&
+	       qp->peer_pid > 0 && qp->me.ctrl && qp->peer.ctrl;
 }
 
 void sdp__shm_keep_park(struct shm_qp *qp)
 {
 	struct kept e = {
 		.client = qp->dst.port != 0,	/* set by connect only */
+		.mine = qp->me,
+		.theirs = qp->peer,
+		.mr_used = qp->mr_gen != 0,
 		.peer = qp->peer_pid,
+		.dst = qp->dst,
 		.since_ms = sdp__shm_now_ms(),
 	};
 
 	if (!may_keep(qp))
 		return;
-	if (e.client) {
-		e.seg = qp->peer;
-		e.dst = qp->dst;
-		if (store(&e))
-			memset(&qp->peer, 0, sizeof(qp->peer));
-	} else {
-		e.seg = qp->me;
-		e.mr_used = qp->mr_gen != 0;
+	if (!e.client)
 		atomic_store(&qp->me.ctrl->kept, 1);
-		if (store(&e))
-			memset(&qp->me, 0, sizeof(qp->me));
+	if (store(&e)) {
+		memset(&qp->me, 0, sizeof(qp->me));
+		memset(&qp->peer, 0, sizeof(qp->peer));
 	}
-}
-
-void sdp__shm_keep_unused(struct shm_qp *qp)
-{
-	struct kept e = {
-		.client = true, .seg = qp->kept_peer, .peer = qp->kept_pid,
-		.dst = qp->dst, .since_ms = qp->kept_since,
-	};
-
-	if (store(&e))
-		memset(&qp->kept_peer, 0, sizeof(qp->kept_peer));
 }
 
 void sdp__shm_keep_counts(unsigned long *kept, unsigned long *taken)

@@ -107,6 +107,7 @@ struct shm_pending {
 	int sock;
 	uint64_t deadline_ms;
 	bool ready;		/* epoll said readable, or not asked yet */
+	bool retried;		/* answered RETRY once (shm_keep.c) */
 	struct shm_pending *next;
 };
 
@@ -184,6 +185,17 @@ bool sdp__shm_addr_is_any(const struct shm_addr *a)
 	static const uint8_t zero[16];
 
 	return !memcmp(a->a, zero, a->v6 ? 16 : 4);
+}
+
+void sdp__shm_addr_dial(struct shm_addr *a)
+{
+	if (!sdp__shm_addr_is_any(a))
+		return;
+	memset(a->a, 0, sizeof(a->a));
+	if (a->v6)
+		a->a[15] = 1;
+	else
+		memcpy(a->a, "\x7f\0\0\x01", 4);
 }
 
 static bool addr_is_loopback(const struct shm_addr *a)
@@ -817,7 +829,16 @@ static void accept_pending(struct shm_listener *l)
 	}
 }
 
-/* Turn a pending connection whose Hello arrived into a request. */
+int sdp__shm_hello_check(uint16_t type, const struct shm_hello *h)
+{
+	if (type != SHM_MSG_HELLO)
+		return -EPROTO;
+	/* A segment of its own, or both of a kept pair named. */
+	return h->memfd >= 0 || (h->pair && h->pair_client) ? 0 : -EPROTO;
+}
+
+/* Turn a pending connection whose Hello arrived into a request; -ESTALE
+ * if it names a pair this process does not keep (shm_keep.c). */
 int sdp__shm_request_build(struct shm_listener *l, int sock,
 			   const struct shm_hello *h,
 			   struct shm_conn_req **out)
@@ -852,11 +873,17 @@ int sdp__shm_request_build(struct shm_listener *l, int sock,
 		memcpy(r->src.a, r->dst.a, sizeof(r->src.a));
 		r->src.v6 = r->dst.v6;
 	}
-	err = sdp__shm_map_peer(h->memfd, &r->peer);
+	if (h->memfd < 0) {
+		/* Both segments kept: a pair we keep for this client, or
+		 * RETRY. */
+		err = sdp__shm_keep_take(r, h) ? 0 : -ESTALE;
+	} else {
+		err = sdp__shm_map_peer(h->memfd, &r->peer);
+		if (!err && h->pair)
+			sdp__shm_keep_take(r, h);
+	}
 	if (err)
 		goto err_free;
-	if (h->pair)
-		sdp__shm_keep_take(r, h);
 	r->sock = sock;
 	r->peer_pid = h->cred.pid;
 	r->peer_uid = h->cred.uid;
@@ -902,12 +929,19 @@ int sdp__shm_pending_scan(struct shm_listener *l, struct sdp_conn_req **out,
 				pp = &p->next;
 			continue;
 		}
-		if (!err && (type != SHM_MSG_HELLO || h.memfd < 0))
-			err = -EPROTO;
+		if (!err)
+			err = sdp__shm_hello_check(type, &h);
 		if (!err)
 			err = sdp__shm_request_build(l, p->sock, &h, &r);
 		if (h.memfd >= 0)
 			sdp_close(h.memfd);
+		if (err == -ESTALE && !p->retried &&
+		    !sdp__shm_send_msg(p->sock, SHM_MSG_RETRY, NULL, NULL,
+				       NULL, 0)) {
+			p->retried = true;
+			pp = &p->next;
+			continue;
+		}
 		if (err) {
 			pending_drop(l, pp);
 			continue;

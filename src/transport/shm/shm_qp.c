@@ -26,6 +26,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -48,7 +49,9 @@ static uint32_t roundup_pow2(uint32_t v)
 	return p;
 }
 
-static int seg_create(struct shm_qp *qp)
+/* A new sealed segment file mapped at `at` (MAP_FIXED, over what is
+ * there), or anywhere if NULL, its header written.  Sets qp->memfd. */
+static int seg_file(struct shm_qp *qp, void *at, void **out)
 {
 	uint32_t depth = roundup_pow2(qp->attr.max_recv_wr);
 	struct shm_layout lo = sdp__shm_layout(depth,
@@ -65,8 +68,8 @@ static int seg_create(struct shm_qp *qp)
 	    sdp_real.fcntl(qp->memfd, F_ADD_SEALS,
 			   F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
 		goto err_close;
-	map = mmap(NULL, lo.total, PROT_READ | PROT_WRITE, MAP_SHARED,
-		   qp->memfd, 0);
+	map = mmap(at, lo.total, PROT_READ | PROT_WRITE,
+		   MAP_SHARED | (at ? MAP_FIXED : 0), qp->memfd, 0);
 	if (map == MAP_FAILED)
 		goto err_close;
 	if (getrandom(&nonce, sizeof(nonce), GRND_NONBLOCK) != sizeof(nonce))
@@ -79,15 +82,50 @@ static int seg_create(struct shm_qp *qp)
 	c->region_off = lo.region;
 	c->region_size = qp->attr.recv_region_size;
 	atomic_store(&c->nonce, nonce | 1);
-	sdp__shm_seg_place(&qp->me, map, lo.total, depth,
-			   qp->attr.recv_region_size);
-	qp->me.nonce = nonce | 1;
+	*out = map;
 	return 0;
 
 err_close:
 	err = -errno;
 	sdp_close(qp->memfd);
 	qp->memfd = -1;
+	return err;
+}
+
+static int seg_create(struct shm_qp *qp)
+{
+	uint32_t depth = roundup_pow2(qp->attr.max_recv_wr);
+	uint32_t region = qp->attr.recv_region_size;
+	void *map;
+	int err = seg_file(qp, NULL, &map);
+
+	if (err)
+		return err;
+	sdp__shm_seg_place(&qp->me, map, sdp__shm_layout(depth, region).total,
+			   depth, region);
+	qp->me.nonce = atomic_load(&qp->me.ctrl->nonce);
+	return 0;
+}
+
+int sdp__shm_seg_renew(struct shm_qp *qp)
+{
+	size_t from = offsetof(struct shm_ctrl, rq_prod);
+	size_t upto = sdp__shm_layout(qp->me.depth, qp->me.region_size).mr;
+	uint8_t *rings = malloc(upto);
+	void *map;
+	int err;
+
+	if (!rings)
+		return -ENOMEM;
+	/* The header is written anew; the rest of the control block and the
+	 * rings (the receives posted) carry over; the MR table is empty. */
+	memcpy(rings, qp->me.ctrl, upto);
+	err = seg_file(qp, qp->me.ctrl, &map);
+	if (!err) {
+		memcpy((uint8_t *)map + from, rings + from, upto - from);
+		qp->me.nonce = atomic_load(&qp->me.ctrl->nonce);
+	}
+	free(rings);
 	return err;
 }
 
@@ -112,7 +150,7 @@ static bool seg_take_kept(struct shm_qp *qp, struct shm_conn_req *r)
 }
 
 int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_conn_req *r,
-		      struct shm_qp **out)
+		      const struct shm_addr *dst, struct shm_qp **out)
 {
 	struct shm_qp *qp;
 	int err;
@@ -126,11 +164,18 @@ int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_conn_req *r,
 		return -ENOMEM;
 	qp->obj.ops = &sdp__shm_ops;
 	qp->attr = *attr;
+	qp->attr.dst = NULL;	/* the caller's */
+	qp->attr.dst_len = 0;
 	qp->sock = qp->memfd = qp->peer_pidfd = -1;
 	qp->summon_fd = qp->summon_ep = -1;
 	qp->peer_app_fd = -1;
 	qp->app_word = qp->ww_gen = -1;
-	err = seg_take_kept(qp, r) ? 0 : seg_create(qp);
+	if (seg_take_kept(qp, r) ||
+	    (dst && sdp__shm_keep_take_pair(qp, dst,
+					    roundup_pow2(attr->max_recv_wr))))
+		err = 0;
+	else
+		err = seg_create(qp);
 	if (err)
 		goto err_free;
 	err = -ENOMEM;
@@ -167,7 +212,18 @@ err_free:
 
 static int shm_create_qp(const struct sdp_qp_attr *attr, struct sdp_qp **out)
 {
-	return sdp__shm_qp_alloc(attr, NULL, (struct shm_qp **)out);
+	struct shm_addr d;
+	int v6;
+
+	/* A connect's destination: the pair kept from the last one there. */
+	if (attr->dst &&
+	    !sdp__shm_addr_parse(attr->dst, attr->dst_len, &d, &v6) &&
+	    d.port) {
+		sdp__shm_addr_dial(&d);
+		return sdp__shm_qp_alloc(attr, NULL, &d,
+					 (struct shm_qp **)out);
+	}
+	return sdp__shm_qp_alloc(attr, NULL, NULL, (struct shm_qp **)out);
 }
 
 static void shm_destroy_qp(struct sdp_qp *sq);
@@ -182,7 +238,7 @@ static int shm_create_qp_from_req(struct sdp_conn_req *sr,
 	struct shm_qp *qp;
 	int err;
 
-	err = sdp__shm_qp_alloc(attr, r, &qp);
+	err = sdp__shm_qp_alloc(attr, r, NULL, &qp);
 	if (err)
 		goto err_reject;
 	qp->sock = r->sock;

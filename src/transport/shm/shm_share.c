@@ -75,16 +75,23 @@ static int take_one(struct shm_listener *l, int s, struct sdp_conn_req **out,
 	uint32_t len = 0;
 	int err;
 
-	/* SO_PASSCRED comes from the listener (sdp__shm_listen). */
-	err = hello_wait(s);
-	if (!err)
-		err = sdp__shm_recv_msg(s, &type, priv, &len, &h, NULL);
-	if (!err && (type != SHM_MSG_HELLO || h.memfd < 0))
-		err = -EPROTO;
-	if (!err)
-		err = sdp__shm_request_build(l, s, &h, &r);
-	if (h.memfd >= 0)
-		sdp_close(h.memfd);
+	/* SO_PASSCRED comes from the listener (sdp__shm_listen).  A Hello
+	 * naming a pair we do not keep is answered RETRY once. */
+	for (int tries = 0;; tries++) {
+		err = hello_wait(s);
+		if (!err)
+			err = sdp__shm_recv_msg(s, &type, priv, &len, &h, NULL);
+		if (!err)
+			err = sdp__shm_hello_check(type, &h);
+		if (!err)
+			err = sdp__shm_request_build(l, s, &h, &r);
+		if (h.memfd >= 0)
+			sdp_close(h.memfd);
+		h.memfd = -1;
+		if (err != -ESTALE || tries ||
+		    sdp__shm_send_msg(s, SHM_MSG_RETRY, NULL, NULL, NULL, 0))
+			break;
+	}
 	if (err)
 		return err;
 	*priv_len = len;
