@@ -6,7 +6,10 @@
  *
  * One CM message travels each way over the AF_UNIX seqpacket connection:
  * Hello (client -> listener) and Accept or Reject (listener -> client).  A
- * Hello or Accept carries the sender's segment memfd (SCM_RIGHTS), and the
+ * Hello or Accept carries the sender's segment memfd (SCM_RIGHTS), or
+ * names a segment kept from the last connection between the same two
+ * processes (shm_keep.c; a listener that does not keep what a Hello names
+ * answers RETRY, and the client sends it again with a memfd), and the
  * kernel adds the sender's credentials (SCM_CREDENTIALS, as both ends have
  * SO_PASSCRED: the client sets it, an accepted socket inherits it from the
  * listener): the pid used for cross-memory attach is the pid of the
@@ -343,7 +346,8 @@ int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
 			    sizeof(one));
 	if (!qp->offer)		/* no pair taken at create_qp */
 		sdp__shm_keep_offer(qp, &d);
-	memcpy(qp->hello, priv, priv_len);
+	if (priv_len)
+		memcpy(qp->hello, priv, priv_len);
 	qp->hello_len = priv_len;
 	err = sdp__shm_name_connect(&qp->sock, &d);
 	if (!err)
