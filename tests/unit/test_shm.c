@@ -20,6 +20,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -1555,10 +1556,10 @@ out:
 
 /* The client's pair to a listener process that is gone: a new listener
  * process on the same port does not keep it and answers RETRY; the client
- * maps a new segment over its own, its receives carried over, and sends
- * its Hello again with it.  The old listener, which still maps the
- * client's old segment, writes all over it: the new connection sees none
- * of it.  After a RETRY the client names no pair there for a while. */
+ * maps a new segment over its own, its receives written there again from
+ * its own records, and sends its Hello again with it.  The old listener,
+ * which still maps the client's old segment, writes all over it before
+ * and after: the new connection sees none of it. */
 struct lsn_child {
 	pid_t pid;
 	int to[2], from[2];
@@ -1596,11 +1597,17 @@ static void lsn_serve(struct lsn_child *k, int port, bool first)
 	T->destroy_qp(s);	/* kept, with the client's segment mapped */
 	T->close_listener(l);
 	step_send(k->from[1], 'c');
-	step_recv(k->to[0]);
-	memset(theirs.region, 0xab, theirs.region_size);
-	atomic_fetch_add(&theirs.ctrl->cq_prod, 3);
-	step_send(k->from[1], 'd');
-	step_recv(k->to[0]);
+	/* Each 'w': write all over the client's old segment. */
+	while (step_recv(k->to[0]) == 'w') {
+		memset(theirs.region, 0xab, theirs.region_size);
+		for (uint32_t i = 0; i < theirs.depth; i++) {
+			atomic_store(&theirs.rq[i].offset, 0xabab);
+			atomic_store(&theirs.cq[i].byte_len, 7);
+		}
+		atomic_fetch_add(&theirs.ctrl->cq_prod, 3);
+		atomic_fetch_add(&theirs.ctrl->rq_prod, 5);
+		step_send(k->from[1], 'd');
+	}
 }
 
 static int lsn_spawn(struct lsn_child *k, int port, bool first)
@@ -1665,6 +1672,8 @@ static void test_keep_retry(void)
 	CHECK(SHM_QP(c)->offer_mine != 0);	/* the pair is named */
 	seg = SHM_QP(c)->me.ctrl;
 	nonce = SHM_QP(c)->me.nonce;
+	step_send(l1.to[1], 'w');	/* before the RETRY: nothing carried */
+	CHECK_EQ(step_recv(l1.from[0]), 'd');
 	CHECK_EQ(T->connect(c, NULL, (struct sockaddr *)&(struct sockaddr_in){
 				    .sin_family = AF_INET,
 				    .sin_port = htons(port),
@@ -1674,7 +1683,7 @@ static void test_keep_retry(void)
 	CHECK_EQ(SHM_QP(c)->offer_mine, 0);
 	CHECK(SHM_QP(c)->me.ctrl == seg);	/* in place */
 	CHECK(SHM_QP(c)->me.nonce != nonce);	/* a new file */
-	step_send(l1.to[1], 'w');		/* listener 1 scribbles */
+	step_send(l1.to[1], 'w');		/* and after: unseen */
 	CHECK_EQ(step_recv(l1.from[0]), 'd');
 	send_msgs(c, 3);
 	check_msgs(c, 4);
@@ -1689,15 +1698,123 @@ static void test_keep_retry(void)
 	CHECK_EQ(run, 0);
 	T->destroy_qp(c);
 
-	/* Listener 2 keeps its side of the new pair, but no pair is named
-	 * there for a while: its listener may be shared by processes. */
+	/* Listener 2 keeps its side of the new pair: one RETRY does not
+	 * stop the client naming pairs there. */
 	step_send(l2.to[1], 'k');
 	CHECK_EQ(step_recv(l2.from[0]), 'e');
 	c = qp_new_to(8, port);
-	CHECK_EQ(SHM_QP(c)->offer_mine, 0);
+	CHECK(SHM_QP(c)->offer_mine != 0);
 	T->destroy_qp(c);
 	lsn_reap(&l2);
 	lsn_reap(&l1);
+}
+
+/* A listener that answers RETRY to a quarter or more of the pairs named
+ * (processes share it: which one accepts is not known) is named none for
+ * a while, though pairs are kept for it.  The RETRYs come from offers
+ * whose listener segment is not one the listener keeps. */
+static void test_keep_off_after_retries(void)
+{
+	struct sockaddr_in a;
+	struct sdp_listener *l;
+	struct sdp_cm_event ev;
+	struct sdp_qp *c, *s;
+	struct pair p;
+	int port;
+
+	l = listener_new(&port);
+	a = sin4("127.0.0.1", port);
+	pair_on(&p, l, port, true);
+	if (!p.s)
+		goto out;
+	pair_end(&p, true);
+	for (int i = 0; i < 3; i++) {
+		c = qp_new_to(8, port);
+		CHECK(SHM_QP(c)->offer_mine != 0);
+		SHM_QP(c)->offer ^= 0x5a5a;	/* not what the listener keeps */
+		CHECK_EQ(T->connect(c, NULL, (struct sockaddr *)&a, sizeof(a),
+				    "r", 1), 0);
+		/* Both ends here: the listener answers RETRY, the client
+		 * sends its Hello again, the listener takes that one. */
+		{
+			uint8_t priv[SDP_CM_PRIV_MAX];
+			struct sdp_conn_req *req = NULL;
+			uint32_t plen = 0;
+
+			CHECK(fd_readable(T->listener_fd(l), TMO));
+			CHECK_EQ(T->get_request(l, &req, priv, &plen), -EAGAIN);
+			CHECK(fd_readable(T->event_fd(c), TMO));
+			CHECK_EQ(T->get_event(c, &ev), -EAGAIN);
+		}
+		s = serve_one(l, 8, "ok", NULL);
+		if (!s)
+			break;
+		wait_established(c, &ev);
+		CHECK_EQ(SHM_QP(c)->offer_mine, 0);	/* RETRY taken */
+		exchange(c, s, 5);
+		exchange(s, c, 6);
+		T->destroy_qp(s);
+		T->destroy_qp(c);
+	}
+	c = qp_new_to(8, port);
+	CHECK_EQ(SHM_QP(c)->offer_mine, 0);
+	T->destroy_qp(c);
+out:
+	T->close_listener(l);
+}
+
+/* A RETRY while a thread sleeps in wait() on the connecting QP (as the
+ * engine's connect does, the progress thread taking the answer): the
+ * segment it sleeps on is replaced; it is woken, and the count of
+ * sleepers the peer reads is the new segment's, back to 0 once it left. */
+static void test_keep_retry_sleeper(void)
+{
+	uint8_t priv[SDP_CM_PRIV_MAX];
+	struct sdp_conn_req *req = NULL;
+	struct waiter_arg z = { 0 };
+	struct sockaddr_in a;
+	struct sdp_listener *l;
+	struct sdp_cm_event ev;
+	struct sdp_qp *s;
+	struct pair p;
+	uint32_t plen = 0;
+	uint64_t end;
+	pthread_t th;
+	int port;
+
+	l = listener_new(&port);
+	a = sin4("127.0.0.1", port);
+	pair_on(&p, l, port, true);
+	if (!p.s)
+		goto out;
+	pair_end(&p, true);
+	z.qp = qp_new_to(8, port);
+	CHECK(SHM_QP(z.qp)->offer_mine != 0);
+	SHM_QP(z.qp)->offer ^= 0x5a5a;	/* not what the listener keeps */
+	CHECK_EQ(T->connect(z.qp, NULL, (struct sockaddr *)&a, sizeof(a), "z",
+			    1), 0);
+	z.seq = T->wait_seq(z.qp);
+	CHECK_EQ(pthread_create(&th, NULL, waiter, &z), 0);
+	end = now_ms() + TMO;
+	while (!atomic_load(&SHM_QP(z.qp)->me.ctrl->waiters) && now_ms() < end)
+		sched_yield();
+	CHECK(fd_readable(T->listener_fd(l), TMO));
+	CHECK_EQ(T->get_request(l, &req, priv, &plen), -EAGAIN);  /* RETRY */
+	CHECK(fd_readable(T->event_fd(z.qp), TMO));
+	CHECK_EQ(T->get_event(z.qp, &ev), -EAGAIN);	/* the Hello again */
+	CHECK_EQ(pthread_join(th, NULL), 0);
+	CHECK_EQ(z.ret, 0);
+	CHECK_EQ(atomic_load(&SHM_QP(z.qp)->me.ctrl->waiters), 0);
+	s = serve_one(l, 8, "ok", NULL);
+	if (s) {
+		wait_established(z.qp, &ev);
+		exchange(z.qp, s, 7);
+		exchange(s, z.qp, 8);
+		T->destroy_qp(s);
+	}
+	T->destroy_qp(z.qp);
+out:
+	T->close_listener(l);
 }
 
 static void test_local_completion_notify(void)
@@ -1751,6 +1868,8 @@ int main(void)
 		{ test_keep_other_process, "kept segment: not for another process" },
 		{ test_keep_not_while_peer_lives, "kept segment: not while its client's QP lives" },
 		{ test_keep_retry, "kept pair: RETRY from another listener, old peer's writes unseen" },
+		{ test_keep_off_after_retries, "kept pair: none named where a quarter are answered RETRY" },
+		{ test_keep_retry_sleeper, "kept pair: RETRY under a sleeper in wait(): woken, count moved" },
 	};
 	int n = sizeof(tests) / sizeof(tests[0]), failed = 0;
 

@@ -216,6 +216,7 @@ enum shm_state {		/* order matters: >= SHM_PASSIVE has a peer */
 
 struct shm_rwr {			/* private record of a posted receive */
 	uint64_t wr_id;
+	uint32_t offset;		/* into the receive region */
 	uint32_t length;
 	uint32_t seq;			/* rq_prod when posted (flush order) */
 	bool posted;
@@ -409,8 +410,8 @@ enum { SHM_MSG_HELLO = 1, SHM_MSG_ACCEPT = 2, SHM_MSG_REJECT = 3,
 /* `r`: the request whose kept segment to use, if any (else a new one). */
 int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_conn_req *r,
 		      const struct shm_addr *dst, struct shm_qp **out);
-/* My segment as a new file mapped in its place, keeping what the control
- * block and rings hold (the receives posted): for a Hello sent again. */
+/* My segment as a new file mapped in its place, the receives posted
+ * written into it again from our own records: for a Hello sent again. */
 int sdp__shm_seg_renew(struct shm_qp *qp);
 
 /* shm_keep.c: a listener's segment kept for the next connection of the

@@ -45,8 +45,10 @@
 
 #define KEEP_PER_ROLE 16
 #define KEEP_IDLE_MS 1000
-#define KEEP_MISSED 8
-#define KEEP_MISSED_MS 10000
+#define KEEP_DESTS 8		/* addresses whose RETRY rate is known */
+#define KEEP_DEST_WINDOW 32	/* pairs named, over which it is counted */
+#define KEEP_OFF_MS 10000	/* no pair named there for this long after
+				 * a quarter of them were answered RETRY */
 
 struct kept {
 	bool used;
@@ -60,14 +62,16 @@ struct kept {
 	uint64_t since_ms;
 };
 
-struct missed {
+struct dest {
 	struct shm_addr dst;
-	uint64_t until_ms;
+	unsigned named, retried;	/* pairs named there, RETRYs */
+	uint64_t used_ms;
+	uint64_t off_until_ms;		/* no pair named before this */
 };
 
 static pthread_mutex_t keep_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct kept keep_tab[2 * KEEP_PER_ROLE];
-static struct missed keep_missed[KEEP_MISSED];
+static struct dest keep_dests[KEEP_DESTS];
 static pthread_once_t keep_once = PTHREAD_ONCE_INIT;
 static atomic_ulong keep_kept, keep_taken;
 
@@ -143,28 +147,43 @@ static bool same_addr(const struct shm_addr *a, const struct shm_addr *b)
 	       !memcmp(a->a, b->a, sizeof(a->a));
 }
 
-static bool missed_locked(const struct shm_addr *dst)
+/* The record of `dst`, made in place of the least recently used one. */
+static struct dest *dest_locked(const struct shm_addr *dst, uint64_t now)
 {
-	uint64_t now = sdp__shm_now_ms();
+	struct dest *d = &keep_dests[0];
 
-	for (int i = 0; i < KEEP_MISSED; i++)
-		if (keep_missed[i].until_ms > now &&
-		    same_addr(&keep_missed[i].dst, dst))
-			return true;
-	return false;
+	for (int i = 0; i < KEEP_DESTS; i++) {
+		if (keep_dests[i].used_ms &&
+		    same_addr(&keep_dests[i].dst, dst)) {
+			d = &keep_dests[i];
+			d->used_ms = now;
+			return d;
+		}
+		if (keep_dests[i].used_ms < d->used_ms)
+			d = &keep_dests[i];
+	}
+	memset(d, 0, sizeof(*d));
+	d->dst = *dst;
+	d->used_ms = now;
+	return d;
 }
 
+/* A listener that processes share answers RETRY about as often as not
+ * (which one accepts is not known); one process that gave a pair up (its
+ * pool was full) now and then, which costs one round trip each. */
 void sdp__shm_keep_missed(const struct shm_addr *dst)
 {
-	struct missed *m = &keep_missed[0];
+	uint64_t now = sdp__shm_now_ms();
+	struct dest *d;
 	struct unmaps u;
 
 	pool_lock(&u);
-	for (int i = 1; i < KEEP_MISSED && m->until_ms; i++)
-		if (keep_missed[i].until_ms < m->until_ms)
-			m = &keep_missed[i];
-	m->dst = *dst;
-	m->until_ms = sdp__shm_now_ms() + KEEP_MISSED_MS;
+	d = dest_locked(dst, now);
+	d->retried++;
+	if (d->retried >= 3 && d->retried * 4 > d->named) {
+		d->off_until_ms = now + KEEP_OFF_MS;
+		d->named = d->retried = 0;
+	}
 	pool_unlock(&u);
 }
 
@@ -203,16 +222,18 @@ static void offer_listener_seg(struct shm_qp *qp, struct kept *k)
 bool sdp__shm_keep_take_pair(struct shm_qp *qp, const struct shm_addr *dst,
 			     uint32_t depth)
 {
+	uint64_t now = sdp__shm_now_ms();
+	struct dest *d;
 	struct kept *k;
 	struct unmaps u;
 	bool taken = false;
 
 	pool_lock(&u);
-	k = client_pair_locked(dst);
+	d = dest_locked(dst, now);
+	k = d->off_until_ms > now ? NULL : client_pair_locked(dst);
 	/* Its own segment is ours to reset once the listener's QP is gone
 	 * (`released`, which it writes before it keeps its side). */
 	if (k && listener_kept(k) && atomic_load(&k->mine.ctrl->released) &&
-	    !missed_locked(dst) &&
 	    k->mine.depth == depth &&
 	    k->mine.region_size == qp->attr.recv_region_size) {
 		sdp__shm_keep_reset(&k->mine, k->mr_used);
@@ -221,6 +242,10 @@ bool sdp__shm_keep_take_pair(struct shm_qp *qp, const struct shm_addr *dst,
 		offer_listener_seg(qp, k);
 		k->used = false;
 		taken = true;
+		if (++d->named > KEEP_DEST_WINDOW) {
+			d->named /= 2;
+			d->retried /= 2;
+		}
 	}
 	pool_unlock(&u);
 	return taken;
@@ -233,7 +258,8 @@ void sdp__shm_keep_offer(struct shm_qp *qp, const struct shm_addr *dst)
 
 	pool_lock(&u);
 	k = client_pair_locked(dst);
-	if (k) {
+	/* Only a pair the listener kept: another may still become whole. */
+	if (k && listener_kept(k)) {
 		/* Our segment of it goes: a new one takes its place. */
 		offer_listener_seg(qp, k);
 		u.seg[u.n++] = k->mine;

@@ -107,25 +107,41 @@ static int seg_create(struct shm_qp *qp)
 	return 0;
 }
 
+/* Nothing is read from the segment being replaced: a process that mapped
+ * it before may have written anything there.  Threads asleep on its seq
+ * (a connect waiting) sleep on the old file's futex, and the count of
+ * them is in the old file: both are reached through a second mapping of
+ * its first page (mremap of a shared mapping with an old size of 0). */
 int sdp__shm_seg_renew(struct shm_qp *qp)
 {
-	size_t from = offsetof(struct shm_ctrl, rq_prod);
-	size_t upto = sdp__shm_layout(qp->me.depth, qp->me.region_size).mr;
-	uint8_t *rings = malloc(upto);
+	struct shm_ctrl *c = qp->me.ctrl, *old;
+	uint32_t mask = qp->me.depth - 1;
 	void *map;
 	int err;
 
-	if (!rings)
-		return -ENOMEM;
-	/* The header is written anew; the rest of the control block and the
-	 * rings (the receives posted) carry over; the MR table is empty. */
-	memcpy(rings, qp->me.ctrl, upto);
-	err = seg_file(qp, qp->me.ctrl, &map);
+	old = mremap(c, 0, 4096, MREMAP_MAYMOVE);
+	if (old == MAP_FAILED)
+		return -errno;
+	err = seg_file(qp, c, &map);
 	if (!err) {
-		memcpy((uint8_t *)map + from, rings + from, upto - from);
-		qp->me.nonce = atomic_load(&qp->me.ctrl->nonce);
+		qp->me.nonce = atomic_load(&c->nonce);
+		for (uint32_t t = 0; t < qp->me.depth; t++) {
+			const struct shm_rwr *w = &qp->rwr[t];
+
+			if (!w->posted)
+				continue;
+			atomic_store(&qp->me.rq[w->seq & mask].offset, w->offset);
+			atomic_store(&qp->me.rq[w->seq & mask].length, w->length);
+			atomic_store(&qp->me.rq[w->seq & mask].tag, t);
+		}
+		atomic_store(&c->rq_prod, qp->rq_prod);
+		atomic_fetch_add(&c->waiters, atomic_load(&old->waiters));
+		/* Moved on, for a sleeper that looks again here. */
+		atomic_store(&c->seq, atomic_load(&old->seq) + 1);
 	}
-	free(rings);
+	atomic_fetch_add(&old->seq, 1);
+	sdp__shm_futex_wake(&old->seq);
+	munmap(old, 4096);
 	return err;
 }
 
@@ -614,8 +630,11 @@ static int shm_post_recv(struct sdp_qp *sq, const struct sdp_recv_wr *wr)
 	if (qp->rq_prod - qp->rq_done >= qp->attr.max_recv_wr)
 		return -ENOMEM;
 	tag = qp->rwr_free[--qp->nfree];
-	qp->rwr[tag] = (struct shm_rwr){ wr->wr_id, wr->sge.length,
-					 qp->rq_prod, true };
+	qp->rwr[tag] = (struct shm_rwr){
+		.wr_id = wr->wr_id,
+		.offset = (uint32_t)(wr->sge.addr - (uintptr_t)qp->me.region),
+		.length = wr->sge.length, .seq = qp->rq_prod, .posted = true,
+	};
 	qp->rq_prod++;
 	if (atomic_load(&qp->err))
 		return 0;	/* flushed by poll_cq */
