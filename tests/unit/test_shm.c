@@ -1503,6 +1503,19 @@ out:
 	T->close_listener(l);
 }
 
+/* A listener on an ephemeral port, with the pair of one finished
+ * connection kept on both sides. */
+static struct sdp_listener *listener_with_pair(int *port)
+{
+	struct sdp_listener *l = listener_new(port);
+	struct pair p;
+
+	pair_on(&p, l, *port, true);
+	if (p.s)
+		pair_end(&p, true);
+	return l;
+}
+
 /* Not while the peer's QP on it lives: it may still write there. */
 static void test_keep_not_while_peer_lives(void)
 {
@@ -1719,15 +1732,10 @@ static void test_keep_off_after_retries(void)
 	struct sdp_listener *l;
 	struct sdp_cm_event ev;
 	struct sdp_qp *c, *s;
-	struct pair p;
 	int port;
 
-	l = listener_new(&port);
+	l = listener_with_pair(&port);
 	a = sin4("127.0.0.1", port);
-	pair_on(&p, l, port, true);
-	if (!p.s)
-		goto out;
-	pair_end(&p, true);
 	for (int i = 0; i < 3; i++) {
 		c = qp_new_to(8, port);
 		CHECK(SHM_QP(c)->offer_mine != 0);
@@ -1759,7 +1767,6 @@ static void test_keep_off_after_retries(void)
 	c = qp_new_to(8, port);
 	CHECK_EQ(SHM_QP(c)->offer_mine, 0);
 	T->destroy_qp(c);
-out:
 	T->close_listener(l);
 }
 
@@ -1776,18 +1783,13 @@ static void test_keep_retry_sleeper(void)
 	struct sdp_listener *l;
 	struct sdp_cm_event ev;
 	struct sdp_qp *s;
-	struct pair p;
 	uint32_t plen = 0;
 	uint64_t end;
 	pthread_t th;
 	int port;
 
-	l = listener_new(&port);
+	l = listener_with_pair(&port);
 	a = sin4("127.0.0.1", port);
-	pair_on(&p, l, port, true);
-	if (!p.s)
-		goto out;
-	pair_end(&p, true);
 	z.qp = qp_new_to(8, port);
 	CHECK(SHM_QP(z.qp)->offer_mine != 0);
 	SHM_QP(z.qp)->offer ^= 0x5a5a;	/* not what the listener keeps */
@@ -1813,7 +1815,6 @@ static void test_keep_retry_sleeper(void)
 		T->destroy_qp(s);
 	}
 	T->destroy_qp(z.qp);
-out:
 	T->close_listener(l);
 }
 
