@@ -424,8 +424,8 @@ bool sdp__shm_keep_take_pair(struct shm_qp *qp, const struct shm_addr *dst,
 /* Client, at connect without a pair: name the listener's segment kept
  * from the last connection to `dst` in the Hello (offer, kept_peer). */
 void sdp__shm_keep_offer(struct shm_qp *qp, const struct shm_addr *dst);
-/* Client: the listener did not keep the pair offered; no pair to `dst`
- * for a while (its listener is shared by processes). */
+/* Client: the listener answered RETRY to a pair named; where a quarter
+ * are, none is named for a while (a listener that processes share). */
 void sdp__shm_keep_missed(const struct shm_addr *dst);
 /* Acceptor: the segment a Hello offers, if this process keeps it for the
  * sender and the sender is done with it: into r->kept_*, and with

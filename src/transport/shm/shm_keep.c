@@ -19,12 +19,14 @@
  * that client pid, whose client wrote its last word in it (`released`,
  * after its QP was gone), resets its own segment and takes both; its
  * Accept names them instead of passing a memfd.  Otherwise it answers
- * RETRY, and the client maps a new file over its segment in place and
- * sends its Hello again with it: so a segment is never given to a process
- * that did not share it before.  After a RETRY the client offers no pair
- * to that address for a while (a listener shared by processes: which one
- * accepts is not known), only the listener's segment beside a new one of
- * its own, which the listener takes or ignores at no cost.
+ * RETRY, and the client maps a new file over its segment in place, writes
+ * the receives posted there again from its own records, and sends its
+ * Hello again with it: so a segment is never given to a process that did
+ * not share it before, and nothing a process that shared it wrote there
+ * is carried over.  Where a quarter of the pairs named are answered RETRY
+ * (a listener that processes share: which one accepts is not known), the
+ * client names none for a while, only the listener's segment beside a new
+ * one of its own, which the listener takes or ignores at no cost.
  *
  * Who can write into a kept segment: only the two processes that shared
  * it (and fork() children that inherited a mapping of it: their family),
