@@ -1818,6 +1818,40 @@ static void test_keep_retry_sleeper(void)
 	T->close_listener(l);
 }
 
+/* A listener whose pool is full gives its oldest pair up, and says so in
+ * its segment: the client names that pair no more (it would be answered
+ * RETRY, a round trip lost). */
+static void test_keep_given_up(void)
+{
+	struct sockaddr_in a;
+	struct sdp_listener *l, *l2;
+	int port, port2;
+
+	l = listener_with_pair(&port);
+	l2 = listener_new(&port2);
+	a = sin4("127.0.0.1", port2);
+	/* 16 more kept by the listener only: these clients never see their
+	 * connection established, so they keep nothing. */
+	for (int i = 0; i < 16; i++) {
+		struct sdp_qp *c = qp_new(8), *s;
+
+		CHECK_EQ(T->connect(c, NULL, (struct sockaddr *)&a, sizeof(a),
+				    "g", 1), 0);
+		s = serve_one(l2, 8, "ok", NULL);
+		if (s)
+			T->destroy_qp(s);
+		T->destroy_qp(c);
+	}
+	{
+		struct sdp_qp *c = qp_new_to(8, port);
+
+		CHECK_EQ(SHM_QP(c)->offer_mine, 0);
+		T->destroy_qp(c);
+	}
+	T->close_listener(l2);
+	T->close_listener(l);
+}
+
 static void test_local_completion_notify(void)
 {
 	struct sdp_wc wc[4];
@@ -1871,6 +1905,7 @@ int main(void)
 		{ test_keep_retry, "kept pair: RETRY from another listener, old peer's writes unseen" },
 		{ test_keep_off_after_retries, "kept pair: none named where a quarter are answered RETRY" },
 		{ test_keep_retry_sleeper, "kept pair: RETRY under a sleeper in wait(): woken, count moved" },
+		{ test_keep_given_up, "kept pair: one the listener gave up is named no more" },
 	};
 	int n = sizeof(tests) / sizeof(tests[0]), failed = 0;
 

@@ -258,7 +258,6 @@ struct shm_qp {
 	uint64_t offer, offer_mine;
 	struct shm_seg kept_peer;
 	pid_t kept_pid;
-	uint64_t kept_since;
 	uint8_t hello[SDP_CM_PRIV_MAX];
 	uint32_t hello_len;
 	bool shared;			/* a fork() shared it: never kept */

@@ -62,6 +62,7 @@ struct kept {
 	pid_t peer;		/* the process it serves again */
 	struct shm_addr dst;	/* client: the address dialled */
 	uint64_t since_ms;
+	uint64_t order;		/* when kept, among the others */
 };
 
 struct dest {
@@ -76,6 +77,7 @@ static struct kept keep_tab[2 * KEEP_PER_ROLE];
 static struct dest keep_dests[KEEP_DESTS];
 static pthread_once_t keep_once = PTHREAD_ONCE_INIT;
 static atomic_ulong keep_kept, keep_taken;
+static uint64_t keep_order;
 
 /* Segments to unmap once the lock is dropped. */
 struct unmaps {
@@ -85,6 +87,9 @@ struct unmaps {
 
 static void drop(struct unmaps *u, struct kept *k)
 {
+	/* The client that keeps the other side names it no more. */
+	if (!k->client)
+		atomic_store(&k->mine.ctrl->kept, 0);
 	u->seg[u->n++] = k->mine;
 	u->seg[u->n++] = k->theirs;
 	k->used = false;
@@ -207,7 +212,7 @@ static struct kept *client_pair_locked(const struct shm_addr *dst)
 		if (!k->used || !k->client || !same_addr(&k->dst, dst))
 			continue;
 		if (!best || (listener_kept(k) != listener_kept(best) ?
-			      listener_kept(k) : k->since_ms > best->since_ms))
+			      listener_kept(k) : k->order > best->order))
 			best = k;
 	}
 	return best;
@@ -217,7 +222,6 @@ static void offer_listener_seg(struct shm_qp *qp, struct kept *k)
 {
 	qp->kept_peer = k->theirs;
 	qp->kept_pid = k->peer;
-	qp->kept_since = k->since_ms;
 	qp->offer = k->theirs.nonce;
 }
 
@@ -338,7 +342,7 @@ static bool store(const struct kept *e)
 				slot = k;
 		} else if (k->client == e->client) {
 			mine++;
-			if (!oldest || k->since_ms < oldest->since_ms)
+			if (!oldest || k->order < oldest->order)
 				oldest = k;
 		}
 	}
@@ -349,6 +353,7 @@ static bool store(const struct kept *e)
 	if (slot) {
 		*slot = *e;
 		slot->used = true;
+		slot->order = ++keep_order;
 		atomic_fetch_add(&keep_kept, 1);
 	}
 	pool_unlock(&u);
