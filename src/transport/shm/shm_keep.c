@@ -354,6 +354,9 @@ static bool store(const struct kept *e)
 		*slot = *e;
 		slot->used = true;
 		slot->order = ++keep_order;
+		/* The listener's mark, set while nothing can drop it. */
+		if (!slot->client)
+			atomic_store(&slot->mine.ctrl->kept, 1);
 		atomic_fetch_add(&keep_kept, 1);
 	}
 	pool_unlock(&u);
@@ -382,8 +385,6 @@ void sdp__shm_keep_park(struct shm_qp *qp)
 
 	if (!may_keep(qp))
 		return;
-	if (!e.client)
-		atomic_store(&qp->me.ctrl->kept, 1);
 	if (store(&e)) {
 		memset(&qp->me, 0, sizeof(qp->me));
 		memset(&qp->peer, 0, sizeof(qp->peer));
