@@ -387,8 +387,8 @@ static int accept_segment(struct shm_qp *qp, const struct shm_hello *h)
 }
 
 /* The listener does not keep the pair our Hello named: a new segment in
- * place of ours (the receives posted in it carried over), and the Hello
- * again, with it.  Only once, and only after a Hello without a memfd. */
+ * place of ours (sdp__shm_seg_renew), and the Hello again, with it.  Only
+ * after a Hello without a memfd: a second RETRY is a protocol error. */
 static int hello_again(struct shm_qp *qp)
 {
 	int err;

@@ -138,6 +138,12 @@ int sdp__shm_seg_renew(struct shm_qp *qp)
 		atomic_fetch_add(&c->waiters, atomic_load(&old->waiters));
 		/* Moved on, for a sleeper that looks again here. */
 		atomic_store(&c->seq, atomic_load(&old->seq) + 1);
+	} else {
+		/* A failed MAP_FIXED may have unmapped the old file: keep the
+		 * range mapped for what touches it until the QP, which fails,
+		 * is destroyed. */
+		mmap(c, qp->me.size, PROT_READ | PROT_WRITE,
+		     MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 	}
 	atomic_fetch_add(&old->seq, 1);
 	sdp__shm_futex_wake(&old->seq);
@@ -219,6 +225,7 @@ err_unmap:
 	free(qp->rwr_free);
 	free(qp->rwr);
 	sdp__shm_seg_unmap(&qp->me);
+	sdp__shm_seg_unmap(&qp->kept_peer);
 	if (qp->memfd >= 0)
 		sdp_close(qp->memfd);
 err_free:
