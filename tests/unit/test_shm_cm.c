@@ -1,0 +1,524 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_shm_cm.c — unit tests of the shm transport's port space and connections (shm_portspace.c, shm_cm.c, shm_wait.c).
+ *
+ * Binding and the port space, refusals and junk clients, addresses and
+ * the backlog; a forked peer for the handshake, SEND sizes, a peer that
+ * ends or is killed, and waking a sleeper.
+ * The harness (checks, QPs, a forked peer) is shm_harness.h.
+ */
+#include "shm_harness.h"
+
+/* ---- tests: port space --------------------------------------------------- */
+
+static void test_bind(void)
+{
+	struct sdp_listener *l1, *l2, *l3;
+	struct sockaddr_in a;
+	struct sockaddr_in6 a6;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int port;
+
+	l1 = listener_new(&port);
+	CHECK(port > 0);
+	a = sin4("127.0.0.1", port);
+	CHECK_EQ(T->bind((struct sockaddr *)&a, sizeof(a), &l2), -EADDRINUSE);
+	a = sin4("0.0.0.0", port);
+	CHECK_EQ(T->bind((struct sockaddr *)&a, sizeof(a), &l2), -EADDRINUSE);
+	a6 = sin6("::", port);
+	CHECK_EQ(T->bind((struct sockaddr *)&a6, sizeof(a6), &l2), -EADDRINUSE);
+	a6 = sin6("::1", port);		/* other family, specific: fine */
+	CHECK_EQ(T->bind((struct sockaddr *)&a6, sizeof(a6), &l2), 0);
+	T->close_listener(l2);
+	T->close_listener(l1);
+	a = sin4("127.0.0.1", port);	/* released with the fd */
+	CHECK_EQ(T->bind((struct sockaddr *)&a, sizeof(a), &l1), 0);
+	T->close_listener(l1);
+
+	/* A dual-stack wildcard blocks the IPv4 specific address. */
+	a6 = sin6("::", 0);
+	CHECK_EQ(T->bind((struct sockaddr *)&a6, sizeof(a6), &l3), 0);
+	CHECK_EQ(T->bound_addr(l3, &ss, &len), 0);
+	CHECK_EQ(len, sizeof(struct sockaddr_in6));
+	port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	a = sin4("127.0.0.1", port);
+	CHECK_EQ(T->bind((struct sockaddr *)&a, sizeof(a), &l2), -EADDRINUSE);
+	T->close_listener(l3);
+
+	a = sin4("192.0.2.1", 0);	/* TEST-NET: not ours */
+	CHECK_EQ(T->bind((struct sockaddr *)&a, sizeof(a), &l2), -EADDRNOTAVAIL);
+	a.sin_family = AF_UNIX;
+	CHECK_EQ(T->bind((struct sockaddr *)&a, sizeof(a), &l2), -EAFNOSUPPORT);
+}
+
+static void test_refused(void)
+{
+	struct sdp_listener *l;
+	struct sdp_qp *qp;
+	struct sdp_cm_event ev;
+	struct sockaddr_in a;
+	int port;
+
+	l = listener_new(&port);
+	T->close_listener(l);		/* nobody listens on `port` now */
+	a = sin4("127.0.0.1", port);
+	qp = qp_new(1);
+	CHECK_EQ(T->connect(qp, NULL, (struct sockaddr *)&a, sizeof(a), "x", 1),
+		 0);
+	CHECK(has_news(qp, 0));
+	CHECK_EQ(T->get_event(qp, &ev), 0);
+	CHECK_EQ(ev.type, SDP_CM_REJECTED);
+	CHECK_EQ(ev.err, -ECONNREFUSED);
+	CHECK_EQ(T->get_event(qp, &ev), -EAGAIN);
+	T->destroy_qp(qp);
+
+	qp = qp_new(0);
+	a = sin4("192.0.2.1", 80);
+	CHECK_EQ(T->connect(qp, NULL, (struct sockaddr *)&a, sizeof(a), NULL, 0),
+		 -ENETUNREACH);
+	T->destroy_qp(qp);
+}
+
+static void test_reject_and_halfopen(void)
+{
+	struct sdp_listener *l;
+	struct sdp_conn_req *req;
+	struct sdp_qp *c;
+	struct sdp_cm_event ev;
+	struct sockaddr_in a;
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	uint8_t priv[SDP_CM_PRIV_MAX];
+	uint32_t plen;
+	int port, raw, n;
+
+	l = listener_new(&port);
+	/* A silent raw connection must not block the real one. */
+	raw = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	n = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1,
+		     "libsdp/v1/4/127.0.0.1/%d", port);
+	CHECK_EQ(connect(raw, (struct sockaddr *)&sun,
+			 offsetof(struct sockaddr_un, sun_path) + 1 + n), 0);
+	CHECK_EQ(T->get_request(l, &req, priv, &plen), -EAGAIN);
+	CHECK(!fd_readable(T->listener_fd(l), 0));
+
+	a = sin4("127.0.0.1", port);
+	c = qp_new(0);
+	CHECK_EQ(T->connect(c, NULL, (struct sockaddr *)&a, sizeof(a), "hey", 3),
+		 0);
+	CHECK(fd_readable(T->listener_fd(l), TMO));
+	CHECK_EQ(T->get_request(l, &req, priv, &plen), 0);
+	CHECK_EQ(plen, 3);
+	T->reject(req);
+	CHECK_EQ(T->get_event(c, &ev), 0);
+	CHECK_EQ(ev.type, SDP_CM_REJECTED);
+	CHECK_EQ(ev.err, -ECONNREFUSED);
+	T->destroy_qp(c);
+
+	/* Garbage instead of a Hello: dropped. */
+	CHECK_EQ(send(raw, "junk", 4, 0), 4);
+	CHECK_EQ(T->get_request(l, &req, priv, &plen), -EAGAIN);
+	CHECK_EQ(send(raw, "x", 1, MSG_NOSIGNAL), -1);	/* we were dropped */
+	close(raw);
+	T->close_listener(l);
+}
+
+static void test_addresses_and_backlog(void)
+{
+	struct sockaddr_in6 any6 = sin6("::", 0), lo6;
+	struct sockaddr_in a4, src4 = sin4("127.0.0.1", 0);
+	struct sdp_listener *l, *src;
+	struct sdp_qp *c, *s, *cs[3];
+	struct sockaddr_storage ss;
+	struct sdp_cm_event ev;
+	struct sdp_tp_addr ad;
+	socklen_t len;
+	int port, sport;
+
+	/* IPv4 client, dual-stack IPv6 wildcard listener, explicit source
+	 * binding: addresses as the socket layer expects them. */
+	CHECK_EQ(T->bind((struct sockaddr *)&any6, sizeof(any6), &l), 0);
+	CHECK_EQ(T->listen(l, 4), 0);
+	CHECK_EQ(T->bound_addr(l, &ss, &len), 0);
+	port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	CHECK_EQ(T->bind((struct sockaddr *)&src4, sizeof(src4), &src), 0);
+	CHECK_EQ(T->bound_addr(src, &ss, &len), 0);
+	sport = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	a4 = sin4("127.0.0.1", port);
+	c = qp_new(0);
+	CHECK_EQ(T->connect(c, src, (struct sockaddr *)&a4, sizeof(a4), NULL, 0),
+		 0);
+	s = serve_one(l, 0, "", NULL);
+	CHECK_EQ(T->get_event(c, &ev), 0);
+	CHECK_EQ(ev.type, SDP_CM_ESTABLISHED);
+	CHECK_EQ(ev.priv_len, 0);
+	CHECK_EQ(T->addresses(c, &ad), 0);
+	CHECK_EQ(ad.local.ss_family, AF_INET);
+	CHECK_EQ(ntohs(((struct sockaddr_in *)&ad.local)->sin_port), sport);
+	CHECK_EQ(ntohs(((struct sockaddr_in *)&ad.peer)->sin_port), port);
+	CHECK_EQ(T->addresses(s, &ad), 0);
+	CHECK_EQ(ad.peer.ss_family, AF_INET6);
+	CHECK(IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)&ad.peer)->sin6_addr));
+	CHECK_EQ(ntohs(((struct sockaddr_in6 *)&ad.peer)->sin6_port), sport);
+	CHECK_EQ(ntohs(((struct sockaddr_in6 *)&ad.local)->sin6_port), port);
+	T->destroy_qp(c);
+	T->destroy_qp(s);
+
+	/* IPv6 loopback. */
+	lo6 = sin6("::1", port);
+	c = qp_new(0);
+	CHECK_EQ(T->connect(c, NULL, (struct sockaddr *)&lo6, sizeof(lo6), NULL,
+			    0), 0);
+	s = serve_one(l, 0, "", NULL);
+	CHECK_EQ(T->get_event(c, &ev), 0);
+	CHECK_EQ(ev.type, SDP_CM_ESTABLISHED);
+	CHECK_EQ(T->addresses(s, &ad), 0);
+	CHECK(IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ad.peer)->sin6_addr));
+	T->destroy_qp(c);
+	T->destroy_qp(s);
+	T->close_listener(l);
+
+	/* Backlog full and nobody accepting: the third connect gives up
+	 * after about a second instead of hanging. */
+	l = listener_new(&port);
+	CHECK_EQ(T->listen(l, 1), 0);
+	a4 = sin4("127.0.0.1", port);
+	for (int i = 0; i < 3; i++) {
+		cs[i] = qp_new(0);
+		CHECK_EQ(T->connect(cs[i], NULL, (struct sockaddr *)&a4,
+				    sizeof(a4), NULL, 0), 0);
+	}
+	CHECK_EQ(T->get_event(cs[2], &ev), 0);
+	CHECK_EQ(ev.type, SDP_CM_UNREACHABLE);
+	CHECK_EQ(ev.err, -ETIMEDOUT);
+	for (int i = 0; i < 3; i++)
+		T->destroy_qp(cs[i]);
+	T->close_listener(l);
+}
+
+/* ---- tests: cross-process ------------------------------------------------ */
+
+static void child_handshake(void *v)
+{
+	struct hs_arg *a = v;
+	char ack[SDP_CM_PRIV_MAX + 1];
+	struct sdp_tp_addr ad;
+	struct sdp_qp *c = dial(a->port, 2, "hello from child", ack);
+
+	CHECK(!strcmp(ack, "welcome"));
+	CHECK_EQ(T->addresses(c, &ad), 0);
+	CHECK_EQ(ntohs(((struct sockaddr_in *)&ad.peer)->sin_port), a->port);
+	/* Send the sizes the parent expects, each with a known pattern. */
+	for (int i = 0; i < 6; i++) {
+		static const uint32_t sizes[] = { 0, 1, 7, 64, 1000, RBUF };
+		uint8_t buf[RBUF];
+
+		for (uint32_t j = 0; j < sizes[i]; j++)
+			buf[j] = (uint8_t)(j * 31 + i);
+		CHECK_EQ(send_buf(c, 10 + i, buf, sizes[i], SDP_SEND_SIGNALED),
+			 0);
+	}
+	{
+		struct sdp_wc wc[8];
+
+		CHECK_EQ(T->poll_cq(c, wc, 8), 6);
+		for (int i = 0; i < 6; i++)
+			CHECK_EQ(wc[i].wr_id, 10 + i);
+	}
+	/* Streaming: 100 rounds of 8 messages, receives re-posted by the
+	 * parent between rounds (ring indices wrap many times). */
+	for (int r = 0; r < 100; r++) {
+		CHECK_EQ(from_parent(), 'r');
+		for (int i = 0; i < 8; i++) {
+			uint32_t v[64];
+
+			for (int k = 0; k < 64; k++)
+				v[k] = (uint32_t)(r * 8 + i) * 64 + k;
+			CHECK_EQ(send_buf(c, 0, v, sizeof(v), 0), 0);
+		}
+	}
+	/* Read the parent's reply, then disconnect gracefully. */
+	{
+		struct sdp_wc wc[2];
+
+		CHECK_EQ(poll_n(c, wc, 1), 1);
+		CHECK_EQ(wc[0].status, SDP_WC_SUCCESS);
+		CHECK_EQ(wc[0].byte_len, 5);
+		CHECK(!memcmp(recv_buf(c, wc[0].wr_id), "pong!", 5));
+	}
+	CHECK_EQ(T->disconnect(c), 0);
+	T->destroy_qp(c);
+}
+
+static void test_fork_handshake_and_send(void)
+{
+	static const uint32_t sizes[] = { 0, 1, 7, 64, 1000, RBUF };
+	struct hs_arg a;
+	struct sdp_listener *l = listener_new(&a.port);
+	char hello[SDP_CM_PRIV_MAX + 1];
+	struct sdp_tp_addr ad;
+	struct sdp_cm_event ev;
+	struct sdp_wc wc[16];
+	struct sdp_qp *s;
+	int n, bad = 0;
+
+	spawn(child_handshake, &a);
+	s = serve_one(l, 6, "welcome", hello);
+	if (!s)
+		goto out;
+	CHECK(!strcmp(hello, "hello from child"));
+	CHECK_EQ(T->addresses(s, &ad), 0);
+	CHECK_EQ(ntohs(((struct sockaddr_in *)&ad.local)->sin_port), a.port);
+	n = poll_n(s, wc, 6);
+	CHECK_EQ(n, 6);
+	for (int i = 0; i < n; i++) {
+		uint8_t exp[RBUF];
+
+		for (uint32_t j = 0; j < sizes[i]; j++)
+			exp[j] = (uint8_t)(j * 31 + i);
+		/* In send order, each in the newest receive still posted. */
+		CHECK_EQ(wc[i].wr_id, 2005 - i);
+		CHECK_EQ(wc[i].status, SDP_WC_SUCCESS);
+		CHECK_EQ(wc[i].byte_len, sizes[i]);
+		CHECK_EQ(csum(recv_buf(s, wc[i].wr_id), sizes[i]),
+			 csum(exp, sizes[i]));
+	}
+	for (int r = 0; r < 100; r++) {
+		CHECK_EQ(post_recvs(s, (r * 8) % 16, 8, 0), 0);
+		to_child('r');
+		n = poll_n(s, wc, 8);
+		CHECK_EQ(n, 8);
+		for (int i = 0; i < n; i++) {
+			const uint32_t *v = (const uint32_t *)
+				recv_buf(s, wc[i].wr_id);
+
+			bad += wc[i].status != SDP_WC_SUCCESS ||
+			       wc[i].byte_len != 256 ||
+			       v[0] != (uint32_t)(r * 8 + i) * 64 ||
+			       v[63] != (uint32_t)(r * 8 + i) * 64 + 63;
+		}
+	}
+	CHECK_EQ(bad, 0);
+	CHECK_EQ(post_recvs(s, 0, 2, 0), 0);
+	CHECK_EQ(send_buf(s, 1, "pong!", 5, 0), 0);
+	/* The child disconnects: our two receives flush, DISCONNECTED. */
+	n = poll_n(s, wc, 2);
+	CHECK_EQ(n, 2);
+	CHECK_EQ(wc[0].status, SDP_WC_WR_FLUSH_ERR);
+	CHECK_EQ(T->get_event(s, &ev), 0);
+	CHECK_EQ(ev.type, SDP_CM_DISCONNECTED);
+	T->destroy_qp(s);
+out:
+	reap();
+	T->close_listener(l);
+}
+
+static void child_send_then_destroy(void *v)
+{
+	struct hs_arg *a = v;
+	struct sdp_qp *c = dial(a->port, 0, "x", NULL);
+
+	CHECK_EQ(send_buf(c, 1, "first", 5, 0), 0);
+	CHECK_EQ(send_buf(c, 2, "second", 6, 0), 0);
+	T->destroy_qp(c);
+}
+
+static void test_peer_destroy(void)
+{
+	struct hs_arg a;
+	struct sdp_listener *l = listener_new(&a.port);
+	struct sdp_cm_event ev;
+	struct sdp_wc wc[8];
+	struct sdp_qp *s;
+	int n;
+
+	spawn(child_send_then_destroy, &a);
+	s = serve_one(l, 5, "ok", NULL);
+	if (s) {
+		n = poll_n(s, wc, 5);
+		CHECK_EQ(n, 5);
+		CHECK_EQ(wc[0].status, SDP_WC_SUCCESS);
+		CHECK_EQ(wc[0].byte_len, 5);
+		CHECK_EQ(wc[1].status, SDP_WC_SUCCESS);
+		CHECK_EQ(wc[1].byte_len, 6);
+		/* The SENDs took the newest receives; the flush returns the
+		 * rest oldest first. */
+		CHECK_EQ(wc[0].wr_id, 2004);
+		CHECK_EQ(wc[1].wr_id, 2003);
+		for (int i = 2; i < 5; i++) {
+			CHECK_EQ(wc[i].status, SDP_WC_WR_FLUSH_ERR);
+			CHECK_EQ(wc[i].wr_id, 2000 + i - 2);
+		}
+		CHECK_EQ(T->get_event(s, &ev), 0);
+		CHECK_EQ(ev.type, SDP_CM_DISCONNECTED);
+		CHECK_EQ(T->get_event(s, &ev), -EAGAIN);
+		T->destroy_qp(s);
+	}
+	reap();
+	T->close_listener(l);
+}
+
+/* The peer sends, then destroys its QP; our next send is flushed.  The
+ * peer's completions came first and must be polled first: the engine
+ * resets on a failed send, which would lose the peer's last data and
+ * DisConn (switch/stream-blocking: ECONNRESET instead of EOF). */
+static void test_peer_destroy_then_send(void)
+{
+	struct sdp_wc wc[8];
+	struct pair p;
+	int n;
+
+	pair_up(&p, 2, 4);
+	CHECK_EQ(send_buf(p.c, 1, "last", 4, 0), 0);
+	CHECK_EQ(send_buf(p.c, 2, "bye", 3, 0), 0);
+	T->destroy_qp(p.c);
+	p.c = NULL;
+	CHECK_EQ(send_buf(p.s, 7, "late", 4, 0), 0);
+	n = poll_n(p.s, wc, 5);
+	CHECK_EQ(n, 5);
+	CHECK_EQ(wc[0].opcode, SDP_WC_RECV);
+	CHECK_EQ(wc[0].status, SDP_WC_SUCCESS);
+	CHECK_EQ(wc[0].byte_len, 4);
+	CHECK_EQ(wc[1].opcode, SDP_WC_RECV);
+	CHECK_EQ(wc[1].status, SDP_WC_SUCCESS);
+	CHECK_EQ(wc[1].byte_len, 3);
+	CHECK_EQ(wc[2].wr_id, 7);
+	CHECK_EQ(wc[2].status, SDP_WC_WR_FLUSH_ERR);
+	CHECK_EQ(wc[3].status, SDP_WC_WR_FLUSH_ERR);
+	CHECK_EQ(wc[4].status, SDP_WC_WR_FLUSH_ERR);
+	pair_down(&p);
+}
+
+static void child_idle(void *v)
+{
+	struct hs_arg *a = v;
+	struct sdp_qp *c = dial(a->port, 0, "x", NULL);
+
+	CHECK_EQ(send_buf(c, 1, "alive", 5, 0), 0);
+	to_parent('s');
+	from_parent();		/* killed while blocked here */
+	T->destroy_qp(c);
+}
+
+static void test_peer_kill(void)
+{
+	struct hs_arg a;
+	struct sdp_listener *l = listener_new(&a.port);
+	struct sdp_wc wc[8];
+	struct sdp_qp *s;
+	uint64_t t0, dt;
+	int n = 0;
+
+	spawn(child_idle, &a);
+	s = serve_one(l, 3, "ok", NULL);
+	if (s) {
+		CHECK_EQ(from_child(), 's');
+		CHECK_EQ(poll_n(s, wc, 1), 1);
+		CHECK_EQ(wc[0].status, SDP_WC_SUCCESS);
+		/* Sleep in wait() first, then kill the peer from here: the
+		 * waiter must notice within one liveness slice. */
+		t0 = now_ms();
+		kill(g_child.pid, SIGKILL);
+		while (n < 2 && now_ms() - t0 < TMO) {
+			uint32_t seq = T->wait_seq(s);
+			int r = T->poll_cq(s, wc + n, 2 - n);
+
+			n += r;
+			if (!r)
+				T->wait(s, seq, -1);
+		}
+		dt = now_ms() - t0;
+		CHECK_EQ(n, 2);
+		CHECK_EQ(wc[0].status, SDP_WC_WR_FLUSH_ERR);
+		CHECK(dt < 1000);
+		printf("# kill -9 noticed after %llu ms\n",
+		       (unsigned long long)dt);
+		T->destroy_qp(s);
+	}
+	reap();
+	T->close_listener(l);
+}
+
+static void child_send_on_cue(void *v)
+{
+	struct hs_arg *a = v;
+	struct sdp_qp *c = dial(a->port, 0, "x", NULL);
+
+	/* 'd' tells the parent that post_send (with its wake-ups) returned. */
+	while (from_parent() == 's') {
+		CHECK_EQ(send_buf(c, 1, "ping", 4, 0), 0);
+		to_parent('d');
+	}
+	T->destroy_qp(c);
+}
+
+static void test_wait_and_notify(void)
+{
+	struct hs_arg a;
+	struct sdp_listener *l = listener_new(&a.port);
+	struct waiter_arg w;
+	struct sdp_wc wc[4];
+	struct sdp_qp *s;
+	pthread_t th;
+	int fd;
+
+	spawn(child_send_on_cue, &a);
+	s = serve_one(l, 8, "ok", NULL);
+	if (!s)
+		goto out;
+
+	/* kick() from another thread. */
+	w = (struct waiter_arg){ s, T->wait_seq(s), 1 };
+	CHECK_EQ(T->wait(s, w.seq, 0), -ETIMEDOUT);
+	pthread_create(&th, NULL, waiter, &w);
+	T->kick(s);
+	pthread_join(th, NULL);
+	CHECK_EQ(w.ret, 0);
+
+	/* A SEND from the other process wakes a waiting thread. */
+	w = (struct waiter_arg){ s, T->wait_seq(s), 1 };
+	pthread_create(&th, NULL, waiter, &w);
+	to_child('s');
+	pthread_join(th, NULL);
+	CHECK_EQ(w.ret, 0);
+	CHECK_EQ(from_child(), 'd');
+	CHECK_EQ(T->poll_cq(s, wc, 4), 1);
+
+	/* Doorbell: armed -> the peer's SEND makes event_fd readable. */
+	fd = T->event_fd(s);
+	T->ack_events(s);
+	CHECK_EQ(T->req_notify(s), 0);
+	CHECK(!fd_readable(fd, 0));
+	to_child('s');
+	CHECK_EQ(from_child(), 'd');
+	CHECK(fd_readable(fd, 0));
+	T->ack_events(s);
+	CHECK(!fd_readable(fd, 0));
+	CHECK_EQ(T->req_notify(s), 1);		/* the completion is pending */
+	CHECK_EQ(T->poll_cq(s, wc, 4), 1);
+	CHECK_EQ(T->req_notify(s), 0);
+	to_child('q');
+	CHECK(fd_readable(fd, TMO));		/* peer hang-up */
+	CHECK_EQ(T->req_notify(s), 1);
+	T->destroy_qp(s);
+out:
+	reap();
+	T->close_listener(l);
+}
+
+int main(void)
+{
+	static const struct shm_test tests[] = {
+		{ test_bind, "bind, ephemeral port, EADDRINUSE, conflicts" },
+		{ test_refused, "connect to nothing: REJECTED; non-local: ENETUNREACH" },
+		{ test_reject_and_halfopen, "reject; half-open and junk clients" },
+		{ test_addresses_and_backlog, "addresses (v4, v6, dual stack), backlog full" },
+		{ test_fork_handshake_and_send, "fork: handshake, SEND sizes, streaming" },
+		{ test_peer_destroy, "fork: peer destroy -> completions then flush" },
+		{ test_peer_destroy_then_send, "peer destroy, then our send: its completions first" },
+		{ test_peer_kill, "fork: peer kill -9 -> flush, waiter wakes" },
+		{ test_wait_and_notify, "fork: wait/kick, req_notify doorbell" },
+	};
+
+	return shm_run_tests(tests, sizeof(tests) / sizeof(tests[0]));
+}
