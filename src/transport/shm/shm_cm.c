@@ -346,9 +346,10 @@ int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
 			    sizeof(one));
 	if (!qp->offer)		/* no pair taken at create_qp */
 		sdp__shm_keep_offer(qp, &d);
-	if (priv_len)
+	if (qp->offer_mine && priv_len) {	/* a RETRY asks for it again */
 		memcpy(qp->hello, priv, priv_len);
-	qp->hello_len = priv_len;
+		qp->hello_len = priv_len;
+	}
 	err = sdp__shm_name_connect(&qp->sock, &d);
 	if (!err)
 		err = sdp__shm_send_msg(qp->sock, SHM_MSG_HELLO, qp, &d, priv,
