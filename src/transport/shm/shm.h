@@ -161,6 +161,10 @@ struct shm_seg {
 	uint64_t nonce;			/* as the owner wrote it first */
 };
 
+/* Write the owner's header of a segment (shm_cm.c): what the peer checks
+ * before it maps it, and the nonce. */
+void sdp__shm_ctrl_header(struct shm_ctrl *c, uint32_t depth,
+			  uint32_t region_size, uint64_t nonce);
 /* Fill `seg` for a segment mapped at `map` (shm_cm.c). */
 void sdp__shm_seg_place(struct shm_seg *seg, void *map, size_t size,
 			uint32_t depth, uint32_t region_size);

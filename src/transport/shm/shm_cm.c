@@ -201,6 +201,20 @@ int sdp__shm_recv_msg(int sock, uint16_t *type, void *priv, uint32_t *priv_len,
 
 /* ---- segments ------------------------------------------------------------ */
 
+void sdp__shm_ctrl_header(struct shm_ctrl *c, uint32_t depth,
+			  uint32_t region_size, uint64_t nonce)
+{
+	struct shm_layout lo = sdp__shm_layout(depth, region_size);
+
+	c->magic = SHM_MAGIC;
+	c->version = SHM_VERSION;
+	c->depth = depth;
+	c->seg_size = lo.total;
+	c->region_off = lo.region;
+	c->region_size = region_size;
+	atomic_store(&c->nonce, nonce);
+}
+
 void sdp__shm_seg_place(struct shm_seg *seg, void *map, size_t size,
 			uint32_t depth, uint32_t region_size)
 {

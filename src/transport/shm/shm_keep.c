@@ -306,19 +306,12 @@ bool sdp__shm_keep_take(struct shm_conn_req *r, const struct shm_hello *h)
 
 void sdp__shm_keep_reset(struct shm_seg *me, bool mr_used)
 {
-	struct shm_layout lo = sdp__shm_layout(me->depth, me->region_size);
 	struct shm_ctrl *c = me->ctrl;
 	size_t from = offsetof(struct shm_ctrl, rq_prod);
 
 	/* The header as we wrote it first (the peer could write it too),
 	 * then everything either side writes during a connection. */
-	c->magic = SHM_MAGIC;
-	c->version = SHM_VERSION;
-	c->depth = me->depth;
-	c->seg_size = me->size;
-	c->region_off = lo.region;
-	c->region_size = me->region_size;
-	atomic_store(&c->nonce, me->nonce);
+	sdp__shm_ctrl_header(c, me->depth, me->region_size, me->nonce);
 	memset((uint8_t *)c + from, 0, sizeof(*c) - from);
 	memset(me->rq, 0, (size_t)me->depth * sizeof(*me->rq));
 	memset(me->cq, 0, (size_t)me->depth * sizeof(*me->cq));

@@ -57,7 +57,6 @@ static int seg_file(struct shm_qp *qp, void *at, void **out)
 	struct shm_layout lo = sdp__shm_layout(depth,
 					       qp->attr.recv_region_size);
 	uint64_t nonce = 0;
-	struct shm_ctrl *c;
 	void *map;
 	int err;
 
@@ -74,14 +73,8 @@ static int seg_file(struct shm_qp *qp, void *at, void **out)
 		goto err_close;
 	if (getrandom(&nonce, sizeof(nonce), GRND_NONBLOCK) != sizeof(nonce))
 		nonce = (uintptr_t)map ^ ((uint64_t)getpid() << 32);
-	c = map;
-	c->magic = SHM_MAGIC;
-	c->version = SHM_VERSION;
-	c->depth = depth;
-	c->seg_size = lo.total;
-	c->region_off = lo.region;
-	c->region_size = qp->attr.recv_region_size;
-	atomic_store(&c->nonce, nonce | 1);
+	sdp__shm_ctrl_header(map, depth, qp->attr.recv_region_size,
+			     nonce | 1);
 	*out = map;
 	return 0;
 
