@@ -6,7 +6,7 @@
  *   sdpperf [--workload stream|rr|crr|conns|all]
  *           [--transports sdp,tcp,unix,rsockets] [--size BYTES] [--conns N]
  *           [--idle K] [--time SEC] [--warmup SEC] [--repeat R]
- *           [--env KEY=VAL]... [--lib PATH] [--rs-lib PATH] [--json]
+ *           [--env KEY=VAL]... [--lib PATH] [--rs-lib PATH] [--busy B] [--json]
  *
  * Each measurement runs a server and a client process, both fork+exec of
  * sdpperf itself in a hidden "--role server|client" mode.  Only SDP runs get
@@ -26,6 +26,9 @@
  *   crr     connect + 1-byte request/response + close, back to back, by N
  *           client threads (--conns): conn/s
  *   conns   open K connections and keep them idle: memory per connection
+ *
+ * --busy B runs B processes that only keep a CPU busy beside every
+ * measurement, as other work does on a loaded host.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -38,6 +41,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -70,6 +74,7 @@ static int o_trans[NTRANS] = { 1, 1, 1, 0 }; /* rsockets only when named */
 static size_t o_size = 0; /* 0 = workload default */
 static int o_conns = 1;
 static int o_idle = 1000;
+static int o_busy;
 static double o_time = 3.0;
 static double o_warmup = 0.5;
 static int o_repeat = 1;
@@ -1216,6 +1221,7 @@ static void usage(int rc)
 		"                    (default: rdma-core's librspreload.so)\n"
 		"  --server-ip IP    IPv4 address the server listens on (default 127.0.0.1)\n"
 		"  --client-ip IP    IPv4 address the client binds before it connects\n"
+		"  --busy B          run B CPU-bound processes beside the measurements\n"
 		"  --json            machine-readable output\n"
 		"  --all             same as --workload all\n"
 		"exit status: 0, 1 if any measurement failed (its row says why), 2 on bad options\n");
@@ -1283,6 +1289,8 @@ int main(int argc, char **argv)
 			o_conns = atoi(v);
 		} else if (ARG("--idle")) {
 			o_idle = atoi(v);
+		} else if (ARG("--busy")) {
+			o_busy = atoi(v);
 		} else if (ARG("--time")) {
 			o_time = atof(v);
 		} else if (ARG("--warmup")) {
@@ -1321,7 +1329,7 @@ int main(int argc, char **argv)
 			usage(2);
 		}
 	}
-	if (o_conns < 1 || o_idle < 1 || o_time <= 0 || o_warmup < 0 || o_repeat < 1 || o_repeat > 64)
+	if (o_conns < 1 || o_idle < 1 || o_busy < 0 || o_busy > 64 || o_time <= 0 || o_warmup < 0 || o_repeat < 1 || o_repeat > 64)
 		usage(2);
 	if (o_role) {
 		signal(SIGPIPE, SIG_IGN);
@@ -1382,6 +1390,17 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < o_nenv && !o_json; i++)
 		printf("  SDP env: %s\n", o_env[i]);
+	if (o_busy && !o_json)
+		printf("  %d CPU-bound process%s beside every measurement\n", o_busy, o_busy > 1 ? "es" : "");
+	pid_t busy[64];
+	for (int i = 0; i < o_busy; i++) {
+		busy[i] = fork();
+		if (busy[i] == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			for (;;)
+				__asm__ volatile("" ::: "memory");
+		}
+	}
 	for (int w = 0; w < NWORK; w++) {
 		if (!o_wsel[w])
 			continue;
@@ -1428,6 +1447,11 @@ int main(int argc, char **argv)
 		}
 		o_work = saved;
 	}
+	for (int i = 0; i < o_busy; i++)
+		if (busy[i] > 0) {
+			kill(busy[i], SIGKILL);
+			waitpid(busy[i], NULL, 0);
+		}
 	if (o_json)
 		print_json();
 	/* A failed measurement is in the table; the caller (a script) must

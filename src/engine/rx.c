@@ -11,7 +11,6 @@
  * out; the buffer is then reposted, which is what returns a credit.
  */
 #include <errno.h>
-#include <sched.h>
 #include <string.h>
 
 #include "base/cancel.h"
@@ -21,6 +20,7 @@
 #include "engine/handover.h"
 #include "base/owner.h"
 #include "base/sigseen.h"
+#include "base/spin.h"
 #include "engine/progress.h"
 #include "engine/zcopy.h"
 
@@ -396,21 +396,23 @@ static ssize_t rx_recv_oob_locked(struct sdp_conn *c, const struct iovec *iov,
  * that is where latency is waited for.  Send waits (credits, bulk) would
  * only burn the CPU the peer needs on a small host.  ZCopy waits go to the
  * transport's wait_rdma instead, which knows whether polling through an
- * RDMA pays (verbs: it does, yielding).  1 if something changed. */
+ * RDMA pays (verbs: it does, yielding).  Yield rather than pause: when the
+ * peer shares our CPU, pausing would hold it off for the whole spin; a
+ * yield that lost the CPU to other work ends the spin (base/spin.h).  1 if
+ * something changed. */
 static int rx_spin(struct sdp_conn *c, uint32_t seq)
 {
-	uint64_t end = sdp_now_ns() + sdp_cfg.spin_us * 1000ull;
+	uint64_t now = sdp_now_ns(), end = now + sdp_cfg.spin_us * 1000ull;
 
+	if (!sdp_spin_allowed(now))
+		return 0;
 	do {
 		if (SDP_TP(c->qp)->wait_seq(c->qp) != seq)
 			return 1;
-		/* Yield rather than pause: when the peer shares our CPU (2
-		 * cores, a busy host), pausing would hold it off for the
-		 * whole spin, making every round trip longer than a sleep;
-		 * with a CPU to ourselves the yield returns at once. */
-		sched_yield();
-	} while (sdp_now_ns() < end);
-	return 0;
+		if (!sdp_spin_yield(&now))
+			break;
+	} while (now < end);
+	return SDP_TP(c->qp)->wait_seq(c->qp) != seq;
 }
 
 /* The transport's timeout for `deadline_ns` (0: none, -1); 0 when it

@@ -46,7 +46,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -63,6 +62,7 @@
 #include "engine/conn.h"
 #include "base/real.h"
 #include "base/sigseen.h"
+#include "base/spin.h"
 #include "socket/sock.h"
 
 #define EP_MAX_FD 65536		/* epoll descriptors tracked (by number) */
@@ -823,8 +823,12 @@ static int user_events(struct snap *sn, int n, int word,
 #define EP_SPIN_RECENT_NS 10000000ull
 static int spin_worthwhile(void)
 {
-	return sdp_cfg.spin_us && ep_hit_ns &&
-	       sdp_now_ns() - ep_hit_ns < EP_SPIN_RECENT_NS;
+	uint64_t now;
+
+	if (!sdp_cfg.spin_us || !ep_hit_ns)
+		return 0;
+	now = sdp_now_ns();
+	return now - ep_hit_ns < EP_SPIN_RECENT_NS && sdp_spin_allowed(now);
 }
 
 /* Busy-poll the set for SDP_SPIN_US before epoll_wait sleeps, as a
@@ -833,19 +837,21 @@ static int spin_worthwhile(void)
  * readiness byte (the loud arm) and us a sleep and a wake-up, about as
  * much as TCP's whole path.  Spinning, the arms stay quiet.  The kernel's
  * own events are looked at every few rounds (timeout 0).  Yield rather
- * than pause: on a small host the peer shares our CPU.  Returns the
+ * than pause: on a small host the peer shares our CPU; a yield that lost
+ * the CPU to other work ends the spin (base/spin.h).  Returns the
  * kernel's answer if it had events or failed (-1, errno), else 0 with *k
  * user-space events in ev. */
 static int spin(int ep, struct snap *sn, int n, int word,
 		struct epoll_event *ev, int max, const struct timespec *ts,
 		const sigset_t *mask, int kind, int *k, unsigned sig)
 {
-	uint64_t end = sdp_now_ns() + sdp_cfg.spin_us * 1000ull;
+	uint64_t now = sdp_now_ns(), end = now + sdp_cfg.spin_us * 1000ull;
 	unsigned round = 0;
+	bool more = true;
 	int r;
 
 	do {
-		sched_yield();
+		more = sdp_spin_yield(&now);
 		if (sdp_sig_seen != sig) {
 			errno = EINTR;	/* a handler ran: as a sleep would */
 			return -1;
@@ -858,7 +864,7 @@ static int spin(int ep, struct snap *sn, int n, int word,
 			if (r != 0)
 				return r;
 		}
-	} while (sdp_now_ns() < end);
+	} while (more && now < end);
 	return 0;
 }
 

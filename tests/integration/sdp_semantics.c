@@ -150,6 +150,7 @@ static const struct {
 	{ "first_wait_sees_state", t_first_wait_sees_state },
 	{ "first_wait_out_of_descriptors", t_first_wait_out_of_descriptors },
 	{ "blocking_pingpong_wakes_no_one_else", t_blocking_pingpong_wakes_no_one_else },
+	{ "pingpong_beside_a_busy_cpu", t_pingpong_beside_a_busy_cpu },
 	{ "epoll_oneshot_rearm", t_epoll_oneshot },
 	{ "epoll_edge_triggered", t_epoll_et },
 	{ "epfast_level_triggered", t_epfast_level },

@@ -33,6 +33,7 @@
 #include "base/cancel.h"
 #include "base/config.h"
 #include "base/sigseen.h"
+#include "base/spin.h"
 #include "transport/verbs/verbs.h"
 #include "transport/multi.h"
 #include "base/libthreads.h"
@@ -846,7 +847,8 @@ uint32_t sdp__verbs_wait_seq(struct sdp_qp *q)
 enum vb_poll_end { VB_POLL_NONE, VB_POLL_NEWS, VB_POLL_SIGNAL };
 
 /* Poll the device CQ until `seq` moves or `end`.  With `sig` (wait_rdma):
- * give the CPU away between looks, stop when that handler count moves
+ * give the CPU away between looks (and stop if a yield lost it to other
+ * work, base/spin.h), stop when that handler count moves
  * (sigseen.h: the futex sleep would have ended with EINTR) and at a
  * pthread_cancel that can act.  Without (wait()'s short spin): pause. */
 static enum vb_poll_end poll_until(struct vb_qp *qp, uint32_t seq,
@@ -855,6 +857,7 @@ static enum vb_poll_end poll_until(struct vb_qp *qp, uint32_t seq,
 	struct vb_dev *d = qp->dev;
 	unsigned sig0 = sig ? *sig : 0;
 	enum vb_poll_end r = VB_POLL_NONE;
+	uint64_t t;
 
 	if (!d)
 		return VB_POLL_NONE;
@@ -863,6 +866,7 @@ static enum vb_poll_end poll_until(struct vb_qp *qp, uint32_t seq,
 	atomic_fetch_add(&qp->spinners, 1);
 	atomic_fetch_add(&d->spinners, 1);
 	do {
+		t = sdp__verbs_now_ns();
 		sdp__verbs_dev_try_drain(d);
 		if (atomic_load(&qp->seq) != seq) {
 			r = VB_POLL_NEWS;
@@ -882,8 +886,9 @@ static enum vb_poll_end poll_until(struct vb_qp *qp, uint32_t seq,
 					 memory_order_relaxed) &&
 		    sdp_cancel_actionable())
 			break;
-		sched_yield();
-	} while (sdp__verbs_now_ns() < end);
+		if (!sdp_spin_yield(&t))
+			break;	/* other work holds the CPU: sleep */
+	} while (t < end);
 	atomic_store(&d->polled_ns, sdp__verbs_coarse_ns());
 	atomic_fetch_sub(&d->spinners, 1);
 	atomic_fetch_sub(&qp->spinners, 1);
@@ -996,7 +1001,7 @@ int sdp__verbs_wait_rdma(struct sdp_qp *q, uint32_t seq, int timeout_ms,
 	int r;
 
 	if (!sdp__vb.rdma_spin_ns || sdp__verbs_inherited(qp->epoch) ||
-	    timeout_ms == 0) {
+	    timeout_ms == 0 || !sdp_spin_allowed(now)) {
 		r = sdp__verbs_wait(q, seq, timeout_ms);
 		return r == 0 ? 1 : r;
 	}
