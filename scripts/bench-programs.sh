@@ -16,6 +16,8 @@
 # wrk socket errors or non-2xx in the chain) prints FAIL.
 # Installs nothing: run `make build` first (the programs come with
 # `make deps`).  Every server is started fresh for each run and side.
+# BENCH_BUSY=N runs N CPU-bound processes beside every run, as other work
+# does on a loaded host.
 set -u
 B=$(cd "${1:-build}" && pwd)
 REPEAT=${2:-3}
@@ -23,6 +25,9 @@ RUN="$B/bin/sdp_run"
 T=$(mktemp -d /tmp/sdp-bench.XXXXXX)
 trap 'pkill -f "$T" 2>/dev/null; rm -rf "$T"' EXIT
 cd "$T" || exit 1
+for _ in $(seq "${BENCH_BUSY:-0}"); do
+	bash -c 'exec -a "$0/busy" bash -c "while :; do :; done"' "$T" &
+done
 # apache's children (User nobody) read their files under $T; nginx's
 # workers likewise when started as root
 chmod 755 "$T"
