@@ -13,10 +13,12 @@
  * sleeps is run again as soon as it is woken (wake-up preemption): spinning
  * then made an SDP round trip 4 ms against 17 us over TCP.  So a yield
  * that did not come back within a peer's turn stops the spin, and no spin
- * of the process yields again for a while: 10 ms, doubling while it keeps
- * happening, up to 1 s; a yield that comes back at once (nothing else
- * wanted this CPU) brings it back to 10 ms.  The cost under contention is
- * at most one slice per backoff.
+ * of the process yields again for a while: 10 ms, doubling each time a
+ * spin loses the CPU again soon after the last backoff ended (the host is
+ * still busy), up to 1 s; a loss after a quiet while starts again at 10
+ * ms.  A yield that comes back quickly proves little (the busy work may
+ * just be on the other CPU for a moment), so it does not end a backoff.
+ * The cost under lasting contention is one slice per second.
  */
 #ifndef SDP_BASE_SPIN_H
 #define SDP_BASE_SPIN_H
