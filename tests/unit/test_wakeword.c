@@ -19,9 +19,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "transport/shm/shm.h"
@@ -255,6 +258,51 @@ static void test_fork_own_page(void)
 	sdp_wakeword_free(parent_h);
 }
 
+/* A waker that died (or was never run again) between taking the arm and
+ * writing its byte leaves WRITING for good.  The owner's disarm waits for
+ * it, but boundedly in time: beside a busy CPU every yield hands that CPU
+ * to the busy process for a slice, so a bound counted in yields became
+ * tens of seconds of a stalled connection. */
+static void test_disarm_dead_writer_bounded(void)
+{
+	struct shm_qp *qp = calloc(1, sizeof(*qp));
+	struct shm_ctrl *c = calloc(1, sizeof(*c));
+	struct timespec t0, t1;
+	cpu_set_t one;
+	double secs;
+	pid_t hog;
+	int r;
+
+	CHECK(qp && c);
+	qp->me.ctrl = c;
+	CPU_ZERO(&one);
+	CPU_SET(sched_getcpu() < 0 ? 0 : sched_getcpu(), &one);
+	CHECK(sched_setaffinity(0, sizeof(one), &one) == 0);
+	hog = fork();
+	CHECK(hog >= 0);
+	if (hog == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		for (;;)
+			__asm__ volatile("" ::: "memory");
+	}
+	atomic_store(&c->app_armed, APP_WRITING);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	r = sdp__shm_app_arm((struct sdp_qp *)qp, 0);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	kill(hog, SIGKILL);
+	waitpid(hog, NULL, 0);
+	secs = (double)(t1.tv_sec - t0.tv_sec) +
+	       (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	CHECK_EQ(r, 1);		/* a byte may be queued: drain */
+	CHECK_EQ(atomic_load(&c->app_armed), APP_IDLE);
+	if (secs >= 2.0)
+		fprintf(stderr, "# disarm waited %.1f s for a dead writer\n",
+			secs);
+	CHECK(secs < 2.0);
+	free(c);
+	free(qp);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -262,6 +310,7 @@ int main(void)
 		{ test_peer_mapping, "peer mapping: read-only, shared, impostors refused" },
 		{ test_waker_obeys_word, "shm waker: APP_WORD wakes only a sleeping set, once per sleep" },
 		{ test_fork_own_page, "fork: the child's sets get a page of their own" },
+		{ test_disarm_dead_writer_bounded, "shm disarm: a dead writer holds it for a bounded time, beside a busy CPU" },
 	};
 	signal(SIGPIPE, SIG_IGN);
 	return unit_run_all(tests, (int)(sizeof(tests) / sizeof(tests[0])));

@@ -46,8 +46,10 @@
 
 
 /* A waker in WRITING is inside one non-blocking send(): microseconds,
- * unless preempted.  Past this many yields it is taken as dead. */
-#define APPWAKE_MAX_YIELDS 10000
+ * unless preempted (on a busy host, a few scheduler slices).  Past this
+ * long it is taken as dead.  A time, not a count of yields: beside a busy
+ * CPU each yield can give that CPU away for a whole slice. */
+#define APPWAKE_WRITING_MAX_MS 100
 
 int sdp__shm_share_app_fd(struct sdp_qp *sq, int fd)
 {
@@ -139,11 +141,17 @@ int sdp__shm_app_arm(struct sdp_qp *sq, int on)
 		return qp->rq_done != qp->rq_prod && !qp->rx_bad &&
 		       atomic_load(&c->cq_prod) != qp->rq_done;
 	}
-	for (int i = 0;; i++) {
+	for (uint64_t since = 0;;) {
 		v = atomic_load(&c->app_armed);
-		if (v == APP_WRITING && i < APPWAKE_MAX_YIELDS) {
-			sched_yield();
-			continue;
+		if (v == APP_WRITING) {
+			uint64_t now = sdp__shm_now_ms();
+
+			if (!since)
+				since = now;
+			if (now - since < APPWAKE_WRITING_MAX_MS) {
+				sched_yield();
+				continue;
+			}
 		}
 		if (atomic_compare_exchange_weak(&c->app_armed, &v, APP_IDLE))
 			return v == APP_WRITING || v == APP_WRITTEN;
