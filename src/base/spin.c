@@ -6,43 +6,41 @@
  */
 #include "base/spin.h"
 
-#include <sched.h>
-#include <stdatomic.h>
-#include <time.h>
-
-static _Atomic uint64_t spin_off_until_ns;	/* no spin before this */
-static _Atomic uint64_t spin_lost_ns;		/* the last yield lost */
+_Atomic uint64_t sdp_spin_off_until_ns;	/* no spin before this */
+_Atomic uint32_t sdp_spin_long_share;
+static _Atomic uint64_t spin_lost_ns;		/* the last backoff began */
 static _Atomic uint64_t spin_backoff_ns = SDP_SPIN_BACKOFF_MIN_NS;
 
-bool sdp_spin_allowed(uint64_t now)
-{
-	return now >= atomic_load_explicit(&spin_off_until_ns,
-					   memory_order_relaxed);
-}
+/* sdp_spin_long_share is the share of recent yields that were long, in
+ * 1/65536: a moving average over about the last 16 (updates may race; it
+ * is a hint). */
+#define SHARE_ONE 65536u
 
-bool sdp_spin_yield(uint64_t *now)
+bool sdp__spin_account(uint64_t now, bool lost)
 {
-	uint64_t t0 = *now, b, last;
-	struct timespec ts;
+	uint32_t share = atomic_load_explicit(&sdp_spin_long_share,
+					      memory_order_relaxed);
+	uint64_t b, last;
 
-	sched_yield();
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	*now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	if (*now - t0 < SDP_SPIN_LOST_NS)
+	share -= share / 16 ? share / 16 : share;	/* decays to 0 */
+	share += lost ? SHARE_ONE / 16 : 0;
+	atomic_store_explicit(&sdp_spin_long_share, share,
+			      memory_order_relaxed);
+	if (!lost || share < SHARE_ONE / SDP_SPIN_LOST_SHARE)
 		return true;
 	/* Lost again soon after the last backoff ended: the host is still
 	 * busy, back off longer.  Lost after a quiet while: start short. */
 	b = atomic_load_explicit(&spin_backoff_ns, memory_order_relaxed);
-	last = atomic_exchange_explicit(&spin_lost_ns, *now,
+	last = atomic_exchange_explicit(&spin_lost_ns, now,
 					memory_order_relaxed);
-	if (last && (int64_t)(*now - last) <
+	if (last && (int64_t)(now - last) <
 		    (int64_t)(2 * b + SDP_SPIN_BACKOFF_MIN_NS))
 		b = b * 2 < SDP_SPIN_BACKOFF_MAX_NS ? b * 2 :
 						      SDP_SPIN_BACKOFF_MAX_NS;
 	else
 		b = SDP_SPIN_BACKOFF_MIN_NS;
 	atomic_store_explicit(&spin_backoff_ns, b, memory_order_relaxed);
-	atomic_store_explicit(&spin_off_until_ns, *now + b,
+	atomic_store_explicit(&sdp_spin_off_until_ns, now + b,
 			      memory_order_relaxed);
 	return false;
 }
