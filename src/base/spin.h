@@ -13,9 +13,9 @@
  * sleeps is run again as soon as it is woken (wake-up preemption): spinning
  * then made an SDP round trip 4 ms against 17 us over TCP.  A yield that
  * does not come back within SDP_SPIN_LOST_NS is long; one now and then is
- * the peer's own turn or the kernel's work (0.08% of nginx's yields under
- * wrk on two cores, some of them 2 ms), and backing off on each of those
- * cost nginx a quarter of its rate.  Busy work shows as a run of them:
+ * the peer's own turn or the kernel's work (0.08% of the yields of wrk
+ * against nginx on two idle cores, some of them 2 ms), and backing off on
+ * each of those cost that nginx a quarter of its rate.  Busy work shows as a run of them:
  * once a quarter of the recent yields (a moving average over about 16)
  * were long, the spin stops and no spin of the process yields for a
  * while: 10 ms, doubling each time it happens again soon after the last
