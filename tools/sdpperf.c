@@ -1392,11 +1392,13 @@ int main(int argc, char **argv)
 		printf("  SDP env: %s\n", o_env[i]);
 	if (o_busy && !o_json)
 		printf("  %d CPU-bound process%s beside every measurement\n", o_busy, o_busy > 1 ? "es" : "");
-	pid_t busy[64];
+	pid_t busy[64], parent = getpid();
 	for (int i = 0; i < o_busy; i++) {
 		busy[i] = fork();
 		if (busy[i] == 0) {
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			if (getppid() != parent)
+				_exit(0);	/* it died before the prctl */
 			for (;;)
 				__asm__ volatile("" ::: "memory");
 		}

@@ -22,6 +22,7 @@
 #include <sys/uio.h>
 #include <linux/sockios.h>
 
+#include "../busy_cpu.h"
 #include "semantics/harness.h"
 #include "semantics/checks_conn.h"
 #include "semantics/checks_opts.h"

@@ -19,9 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -30,6 +28,7 @@
 #include "transport/shm/shm.h"
 #include "transport/wakeword.h"
 #include "unit_tap.h"
+#include "../busy_cpu.h"
 
 
 /* Bytes waiting on fd (non-blocking), consumed. */
@@ -268,29 +267,19 @@ static void test_disarm_dead_writer_bounded(void)
 	struct shm_qp *qp = calloc(1, sizeof(*qp));
 	struct shm_ctrl *c = calloc(1, sizeof(*c));
 	struct timespec t0, t1;
-	cpu_set_t one;
 	double secs;
 	pid_t hog;
 	int r;
 
 	CHECK(qp && c);
 	qp->me.ctrl = c;
-	CPU_ZERO(&one);
-	CPU_SET(sched_getcpu() < 0 ? 0 : sched_getcpu(), &one);
-	CHECK(sched_setaffinity(0, sizeof(one), &one) == 0);
-	hog = fork();
-	CHECK(hog >= 0);
-	if (hog == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		for (;;)
-			__asm__ volatile("" ::: "memory");
-	}
+	hog = busy_cpu_start();
+	CHECK(hog > 0);
 	atomic_store(&c->app_armed, APP_WRITING);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	r = sdp__shm_app_arm((struct sdp_qp *)qp, 0);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	kill(hog, SIGKILL);
-	waitpid(hog, NULL, 0);
+	busy_cpu_stop(hog);
 	secs = (double)(t1.tv_sec - t0.tv_sec) +
 	       (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	CHECK_EQ(r, 1);		/* a byte may be queued: drain */

@@ -644,20 +644,9 @@ static int t_pingpong_beside_a_busy_cpu(void)
 	int c, s, c2, s2, u[2], ep;
 	struct epoll_event ev = { .events = EPOLLIN };
 	double t_ref, t_blk, t_ep;
-	cpu_set_t one;
-	pid_t hog;
+	pid_t hog = busy_cpu_start();
 
-	CPU_ZERO(&one);
-	CPU_SET(sched_getcpu() < 0 ? 0 : sched_getcpu(), &one);
-	CHECK(sched_setaffinity(0, sizeof(one), &one) == 0,
-	      "sched_setaffinity: %s", strerror(errno));
-	hog = fork();
-	CHECK(hog >= 0, "fork");
-	if (hog == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		for (;;)
-			__asm__ volatile("" ::: "memory");
-	}
+	CHECK(hog > 0, "a busy process on our CPU: %s", strerror(errno));
 	PAIR(c, s);
 	PAIR(c2, s2);
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, u) == 0, "socketpair");
@@ -669,8 +658,7 @@ static int t_pingpong_beside_a_busy_cpu(void)
 	t_ref = pp_rounds(u[0], u[1], ROUNDS, -1, 2);
 	t_blk = pp_rounds(c, s, ROUNDS, -1, 2);
 	t_ep = pp_rounds(c2, s2, ROUNDS, ep, 2);
-	kill(hog, SIGKILL);
-	waitpid(hog, NULL, 0);
+	busy_cpu_stop(hog);
 	CHECK(t_ref > 0 && t_blk > 0 && t_ep > 0, "a ping-pong failed");
 	/* 100 us of slack per round trip: the yardstick can be very fast. */
 	CHECK(t_blk < 10 * t_ref + 100e-6 && t_ep < 10 * t_ref + 100e-6,
