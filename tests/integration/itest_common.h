@@ -585,7 +585,13 @@ static UNUSED_FN void pattern_check(const unsigned char *pat, uint64_t off, cons
 
 /* ---- hang guard ----------------------------------------------------------
  * A watchdog thread: if not disarmed within the deadline, print the message
- * and _exit(2).  Used purely as a hang detector, never for synchronisation. */
+ * and _exit(2).  Used purely as a hang detector, never for synchronisation.
+ * fork() copies its state but not its thread, and the thread may hold its
+ * mutex at that moment (it takes it as it starts and at every wake-up): a
+ * child that then armed its own guard waited for that mutex forever (a
+ * forked client stuck before it connected, about one run in a thousand).
+ * So a fork waits for the mutex, and the child starts from a fresh
+ * state; its first arm starts a thread of its own. */
 
 static pthread_mutex_t wd_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wd_cv;
@@ -594,6 +600,35 @@ static int wd_gen;
 static struct timespec wd_deadline;
 static char wd_msg[256];
 static int wd_started;
+static int wd_atfork_set;
+
+static UNUSED_FN void wd_cv_init(void)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&wd_cv, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+static UNUSED_FN void wd_before_fork(void)
+{
+	pthread_mutex_lock(&wd_mu);
+}
+
+static UNUSED_FN void wd_after_fork_parent(void)
+{
+	pthread_mutex_unlock(&wd_mu);
+}
+
+static UNUSED_FN void wd_after_fork_child(void)
+{
+	wd_cv_init();		/* its waiter, the thread, is not here */
+	wd_started = 0;
+	wd_armed = 0;
+	pthread_mutex_unlock(&wd_mu);
+}
 
 static UNUSED_FN void *wd_thread(void *arg)
 {
@@ -620,11 +655,13 @@ static UNUSED_FN void watchdog_arm(double seconds, const char *fmt, ...)
 static UNUSED_FN void watchdog_arm(double seconds, const char *fmt, ...)
 {
 	pthread_mutex_lock(&wd_mu);
+	if (!wd_atfork_set) {
+		pthread_atfork(wd_before_fork, wd_after_fork_parent,
+			       wd_after_fork_child);
+		wd_atfork_set = 1;
+	}
 	if (!wd_started) {
-		pthread_condattr_t ca;
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&wd_cv, &ca);
+		wd_cv_init();
 		pthread_t t;
 		if (pthread_create(&t, NULL, wd_thread, NULL))
 			die("pthread_create(watchdog) failed");
