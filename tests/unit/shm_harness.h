@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * shm_harness.h — what the unit tests of the "shm" transport share
- * (test_shm_cm.c, test_shm_data.c, test_shm_keep.c): checks, QPs and
- * listeners driven through the transport's ops, and a forked peer.
+ * (test_shm_cm.c, test_shm_data.c, test_shm_keep.c): QPs and listeners
+ * driven through the transport's ops, and a forked peer; the checks and
+ * the TAP runner are unit_tap.h's.
  *
  * Two kinds of tests:
  *  - in-process: both ends of a connection live in this process (the shm
@@ -41,28 +42,7 @@
 
 #include "transport/shm/shm.h"
 #include "transport/transport.h"
-
-static int g_checks_failed;
-static const char *g_who = "";
-
-#define CHECK_EQ(a, b)                                                       \
-	do {                                                                 \
-		long long a_ = (long long)(a), b_ = (long long)(b);          \
-		if (a_ != b_) {                                              \
-			printf("#   %s%s:%d: CHECK_EQ(%s, %s): %lld != %lld\n", \
-			       g_who, __FILE__, __LINE__, #a, #b, a_, b_);   \
-			g_checks_failed++;                                   \
-		}                                                            \
-	} while (0)
-
-#define CHECK(c)                                                             \
-	do {                                                                 \
-		if (!(c)) {                                                  \
-			printf("#   %s%s:%d: CHECK(%s) failed\n", g_who,     \
-			       __FILE__, __LINE__, #c);                      \
-			g_checks_failed++;                                   \
-		}                                                            \
-	} while (0)
+#include "unit_tap.h"
 
 static const struct sdp_transport_ops *T;
 
@@ -422,27 +402,12 @@ struct hs_arg {
 	int port;
 };
 
-struct shm_test {
-	void (*fn)(void);
-	const char *name;
-};
-
-static inline int shm_run_tests(const struct shm_test *tests, int n)
+/* The programs' runner: unit_tap.h's, with the shm transport's ops. */
+static inline int shm_run_tests(const struct unit_test *tests, int n)
 {
-	int failed = 0;
-
 	signal(SIGPIPE, SIG_IGN);
 	T = sdp_shm_transport.ops;
-	printf("1..%d\n", n);
-	for (int i = 0; i < n; i++) {
-		g_checks_failed = 0;
-		tests[i].fn();
-		printf("%sok %d - %s\n", g_checks_failed ? "not " : "", i + 1,
-		       tests[i].name);
-		fflush(stdout);
-		failed += !!g_checks_failed;
-	}
-	return failed ? 1 : 0;
+	return unit_run_all(tests, n);
 }
 
 #endif

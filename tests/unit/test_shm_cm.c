@@ -508,7 +508,7 @@ out:
 
 int main(void)
 {
-	static const struct shm_test tests[] = {
+	static const struct unit_test tests[] = {
 		{ test_bind, "bind, ephemeral port, EADDRINUSE, conflicts" },
 		{ test_refused, "connect to nothing: REJECTED; non-local: ENETUNREACH" },
 		{ test_reject_and_halfopen, "reject; half-open and junk clients" },

@@ -252,6 +252,38 @@ static void test_rnr_and_oversize(void)
 
 /* The peer scribbles over shared memory: every case must end with the QP in
  * error, a sane completion sequence, and no crash. */
+
+static void mr_torn(struct shm_mr_entry *e)
+{
+	atomic_fetch_add(&e->gen, 1);
+}
+
+static void mr_other_pid(struct shm_mr_entry *e)
+{
+	atomic_store(&e->pid, (uint32_t)getpid() + 1);
+}
+
+/* The status of an RDMA READ by the client of 64 bytes the server
+ * registered, once `spoil` changed the server's MR table entry. */
+static int read_spoiled(struct pair *p, void (*spoil)(struct shm_mr_entry *))
+{
+	static uint8_t mem[64], dst[64];
+	struct sdp_mr *mr, *lmr;
+	struct sdp_sge sge;
+	struct sdp_send_wr wr = { .wr_id = 9, .opcode = SDP_WR_RDMA_READ,
+				  .sg_list = &sge, .num_sge = 1 };
+	struct sdp_wc wc[4];
+
+	CHECK_EQ(T->reg_mr(p->s, mem, 64, SDP_ACCESS_REMOTE_READ, &mr), 0);
+	CHECK_EQ(T->reg_mr(p->c, dst, 64, SDP_ACCESS_LOCAL_WRITE, &lmr), 0);
+	spoil(&SHM_QP(p->s)->me.mr[mr->rkey & 0xff]);
+	sge = (struct sdp_sge){ (uintptr_t)dst, 64, lmr->lkey };
+	wr.remote_addr = mr->remote_addr;
+	wr.rkey = mr->rkey;
+	CHECK_EQ(T->post_send(p->c, &wr), 0);
+	CHECK_EQ(T->poll_cq(p->c, wc, 4), 1);
+	return wc[0].status;
+}
 static void test_corrupt_rings(void)
 {
 	struct sdp_wc wc[32];
@@ -327,47 +359,13 @@ static void test_corrupt_rings(void)
 
 	/* 6: a torn/odd MR table entry never validates. */
 	pair_up(&p, 0, 0);
-	{
-		static uint8_t mem[64], dst[64];
-		struct sdp_mr *mr, *lmr;
-		struct sdp_sge sge;
-		struct sdp_send_wr wr = { .wr_id = 9, .opcode = SDP_WR_RDMA_READ,
-					  .sg_list = &sge, .num_sge = 1 };
-
-		CHECK_EQ(T->reg_mr(p.s, mem, 64, SDP_ACCESS_REMOTE_READ, &mr), 0);
-		CHECK_EQ(T->reg_mr(p.c, dst, 64, SDP_ACCESS_LOCAL_WRITE, &lmr), 0);
-		atomic_fetch_add(&SHM_QP(p.s)->me.mr[mr->rkey & 0xff].gen,
-				 1);
-		sge = (struct sdp_sge){ (uintptr_t)dst, 64, lmr->lkey };
-		wr.remote_addr = mr->remote_addr;
-		wr.rkey = mr->rkey;
-		CHECK_EQ(T->post_send(p.c, &wr), 0);
-		CHECK_EQ(T->poll_cq(p.c, wc, 32), 1);
-		CHECK_EQ(wc[0].status, SDP_WC_REM_ACCESS_ERR);
-	}
+	CHECK_EQ(read_spoiled(&p, mr_torn), SDP_WC_REM_ACCESS_ERR);
 	pair_down(&p);
 
 	/* 7: an entry registered by another process (a forked child of the
 	 * peer) is refused, not applied to the parent's memory. */
 	pair_up(&p, 0, 0);
-	{
-		static uint8_t mem[64], dst[64];
-		struct sdp_mr *mr, *lmr;
-		struct sdp_sge sge;
-		struct sdp_send_wr wr = { .wr_id = 9, .opcode = SDP_WR_RDMA_READ,
-					  .sg_list = &sge, .num_sge = 1 };
-
-		CHECK_EQ(T->reg_mr(p.s, mem, 64, SDP_ACCESS_REMOTE_READ, &mr), 0);
-		CHECK_EQ(T->reg_mr(p.c, dst, 64, SDP_ACCESS_LOCAL_WRITE, &lmr), 0);
-		atomic_store(&SHM_QP(p.s)->me.mr[mr->rkey & 0xff].pid,
-			     (uint32_t)getpid() + 1);
-		sge = (struct sdp_sge){ (uintptr_t)dst, 64, lmr->lkey };
-		wr.remote_addr = mr->remote_addr;
-		wr.rkey = mr->rkey;
-		CHECK_EQ(T->post_send(p.c, &wr), 0);
-		CHECK_EQ(T->poll_cq(p.c, wc, 32), 1);
-		CHECK_EQ(wc[0].status, SDP_WC_REM_ACCESS_ERR);
-	}
+	CHECK_EQ(read_spoiled(&p, mr_other_pid), SDP_WC_REM_ACCESS_ERR);
 	pair_down(&p);
 }
 
@@ -403,7 +401,7 @@ static void test_local_completion_notify(void)
 
 int main(void)
 {
-	static const struct shm_test tests[] = {
+	static const struct unit_test tests[] = {
 		{ test_rdma, "fork: RDMA READ/WRITE by cross-memory attach" },
 		{ test_rdma_access_inproc, "RDMA REM_ACCESS_ERR cases" },
 		{ test_rdma_other_user, "no RDMA with a peer of other ids" },

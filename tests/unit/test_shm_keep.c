@@ -582,7 +582,7 @@ static void test_keep_given_up(void)
 
 int main(void)
 {
-	static const struct shm_test tests[] = {
+	static const struct unit_test tests[] = {
 		{ test_keep_same_process, "kept listener segment: taken again, reset" },
 		{ test_keep_other_process, "kept segment: not for another process" },
 		{ test_keep_not_while_peer_lives, "kept segment: not while its client's QP lives" },

@@ -11,13 +11,15 @@
 #include <stdio.h>
 
 static int g_checks_failed;	/* failures in the current test */
+/* Said before each failure: which process of a forked test ("child: "). */
+static const char *g_who = "";
 
 #define CHECK_EQ(a, b)                                                       \
 	do {                                                                 \
 		long long a_ = (long long)(a), b_ = (long long)(b);          \
 		if (a_ != b_) {                                              \
-			printf("#   %s:%d: CHECK_EQ(%s, %s): %lld != %lld\n", \
-			       __FILE__, __LINE__, #a, #b, a_, b_);          \
+			printf("#   %s%s:%d: CHECK_EQ(%s, %s): %lld != %lld\n", \
+			       g_who, __FILE__, __LINE__, #a, #b, a_, b_);   \
 			fflush(stdout);                                      \
 			g_checks_failed++;                                   \
 		}                                                            \
@@ -26,8 +28,8 @@ static int g_checks_failed;	/* failures in the current test */
 #define CHECK(c)                                                             \
 	do {                                                                 \
 		if (!(c)) {                                                  \
-			printf("#   %s:%d: CHECK(%s) failed\n", __FILE__,    \
-			       __LINE__, #c);                                \
+			printf("#   %s%s:%d: CHECK(%s) failed\n", g_who,     \
+			       __FILE__, __LINE__, #c);                      \
 			fflush(stdout);                                      \
 			g_checks_failed++;                                   \
 		}                                                            \
