@@ -131,10 +131,11 @@ static struct vb_dev *dev_list(void)
 static bool dev_trylock(struct vb_dev *d)
 {
 	for (int i = 0; i < 64; i++) {
-		uint64_t t = sdp__verbs_now_ns();
+		uint64_t t;
 
 		if (pthread_mutex_trylock(&d->lock) == 0)
 			return true;
+		t = sdp__verbs_now_ns();	/* only once it must wait */
 		if (!sdp_spin_yield(&t))
 			break;	/* the CPU went to other work: stop here */
 	}
