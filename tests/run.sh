@@ -282,6 +282,7 @@ itest "itest/exec" 60 sdp_exec --family "$FAM4"
 # A child that serves an inherited connection from a seccomp sandbox.
 itest "itest/sandbox" 60 sdp_sandbox --family "$FAM4"
 itest "itest/sandbox6" 60 sdp_sandbox --family "$FAM6" --filter seccomp
+itest "itest/sandbox-nofile" 60 sdp_sandbox --family "$FAM4" --filter nofile
 itest "itest/exec6" 60 sdp_exec --family "$FAM6"
 itest "itest/semantics" 120 sdp_semantics --family "$FAM4"
 itest "itest/semantics6" 120 sdp_semantics --family "$FAM6"

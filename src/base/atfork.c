@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "base/config.h"
+#include "base/libthreads.h"
 
 #define SDP_ATFORK_MAX 16
 
@@ -65,6 +66,23 @@ static void run_child(void)
 	/* Only this thread exists: the copy of the lock may be held. */
 	pthread_mutex_init(&add_lock, NULL);
 	run_after(1);
+}
+
+long sdp_atfork_around(long (*call)(void *), void *arg)
+{
+	long r;
+	int e;
+
+	run_prepare();	/* no library thread is created past this */
+	sdp_lib_threads_settle();
+	r = call(arg);
+	e = errno;
+	if (r == 0)
+		run_child();
+	else
+		run_parent();
+	errno = e;
+	return r;
 }
 
 static void register_once(void)

@@ -30,4 +30,10 @@ enum sdp_atfork_class { SDP_ATFORK_INNER, SDP_ATFORK_OUTER };
 int sdp_atfork_add(enum sdp_atfork_class cls, void (*prepare)(void),
 		   void (*parent)(void), void (*child)(void));
 
+/* Run `call` between the library's prepare handlers and its parent or child
+ * ones, as fork() runs them: for a process made by a raw clone() with
+ * fork's semantics, which glibc's handlers never see.  `call` returns what
+ * clone() does (0 in the child); errno is kept from it. */
+long sdp_atfork_around(long (*call)(void *), void *arg);
+
 #endif

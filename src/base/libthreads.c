@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -17,7 +18,53 @@ static struct {
 	pthread_mutex_t lock;
 	pid_t pid;
 	int n;
+	int starting;	/* created, not yet running */
 } T = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* T.lock held: start this process's count afresh after a fork. */
+static void own_locked(pid_t me)
+{
+	if (T.pid != me) {
+		T.pid = me;
+		T.n = 0;
+		T.starting = 0;
+	}
+}
+
+int sdp_lib_thread_create(pthread_t *th, const pthread_attr_t *attr,
+			  void *(*fn)(void *), void *arg)
+{
+	int r;
+
+	pthread_mutex_lock(&T.lock);
+	own_locked(getpid());
+	T.starting++;
+	pthread_mutex_unlock(&T.lock);
+	r = pthread_create(th, attr, fn, arg);
+	if (r) {
+		pthread_mutex_lock(&T.lock);
+		T.starting--;
+		pthread_mutex_unlock(&T.lock);
+	}
+	return r;
+}
+
+void sdp_lib_threads_settle(void)
+{
+	struct timespec nap = { 0, 100000 };
+	pid_t me = getpid();
+
+	for (int i = 0; i < 10000; i++) {
+		int starting;
+
+		pthread_mutex_lock(&T.lock);
+		starting = T.pid == me ? T.starting : 0;
+		pthread_mutex_unlock(&T.lock);
+		if (!starting)
+			return;
+		nanosleep(&nap, NULL);
+	}
+}
 
 __thread int sdp_in_lib_thread;
 
@@ -27,11 +74,10 @@ void sdp_lib_thread_started(void)
 
 	sdp_in_lib_thread = 1;
 	pthread_mutex_lock(&T.lock);
-	if (T.pid != me) {
-		T.pid = me;
-		T.n = 0;
-	}
+	own_locked(me);
 	T.n++;
+	if (T.starting)
+		T.starting--;
 	pthread_mutex_unlock(&T.lock);
 }
 

@@ -9,8 +9,21 @@
 #ifndef SDP_BASE_LIBTHREADS_H
 #define SDP_BASE_LIBTHREADS_H
 
+#include <pthread.h>
+
+/* pthread_create() for a library thread, which calls
+ * sdp_lib_thread_started() first thing: until then it counts as starting.
+ * 0 or an error number, as pthread_create(). */
+int sdp_lib_thread_create(pthread_t *th, const pthread_attr_t *attr,
+			  void *(*fn)(void *), void *arg);
 /* Called by a library thread when it starts running. */
 void sdp_lib_thread_started(void);
+/* Wait, up to a second, until no library thread is between its creation
+ * and its first instructions.  Before a raw clone() (atfork.h): glibc's
+ * thread list, which that child keeps, would show such a thread as
+ * starting for ever, and the child's setuid()/setgroups() waited for it
+ * (vsftpd's session child hung in setgroups). */
+void sdp_lib_threads_settle(void);
 /* Nonzero in libsdp's own threads (set by sdp_lib_thread_started). */
 extern __thread int sdp_in_lib_thread;
 /* Library threads started in this process (a fork child has none until it

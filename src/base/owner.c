@@ -354,6 +354,21 @@ int sdp_owner_relay_accept(int slot, uint32_t asker, int in_place)
 	return 1;
 }
 
+int sdp_owner_relay_self(int slot)
+{
+	struct owner_slot *s = slot_of(slot);
+	uint32_t v = 0;
+
+	if (!s)
+		return 1;
+	if (atomic_load(&s->owner) != me)
+		return 0;
+	atomic_store(&region->in_place, 1);	/* before the slot says so */
+	return atomic_compare_exchange_strong(&s->relay, &v,
+					      me | RELAY_ACCEPTED |
+					      RELAY_IN_PLACE);
+}
+
 void sdp_owner_relay_refuse(int slot, uint32_t asker)
 {
 	struct owner_slot *s = slot_of(slot);

@@ -68,6 +68,11 @@ int sdp_owner_relay_ask(int slot);
 int sdp_owner_relay_wait(int slot, unsigned ms);
 /* Owner: accept `asker`'s request (1), unless it was withdrawn (0). */
 int sdp_owner_relay_accept(int slot, uint32_t asker, int in_place);
+/* Owner: relay in place on its own initiative (it hands the descriptor to
+ * another process): the family sees the slot relayed in place.  1 done, 0
+ * if a request is under way (the caller tries again later).  A slot of
+ * none (-1, no fork yet): 1, there is nobody to tell. */
+int sdp_owner_relay_self(int slot);
 /* Owner: refuse `asker`'s request, so that it stops waiting. */
 void sdp_owner_relay_refuse(int slot, uint32_t asker);
 /* Is the connection relayed (for good)? */

@@ -266,6 +266,9 @@ struct sdp_conn {
 	struct sdp_ready *ready_kept;
 	/* Relayed for a process that exec'd (relay.h); NULL if not. */
 	struct sdp_relay *relay;
+	/* Relayed in place by this process on its own initiative, with no
+	 * owner slot to say so (relay.h, sdp_relay_in_place_here). */
+	_Atomic int relayed_here;
 	unsigned orphan:1;		/* application closed it */
 	unsigned registered:1;		/* in the progress thread's epoll */
 	/* Under the progress lock (progress.c): registered, as seen by the

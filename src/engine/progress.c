@@ -172,7 +172,7 @@ static int progress_start_locked(void)
 	pthread_attr_init(&a);
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&a, 256 * 1024);
-	if (pthread_create(&th, &a, progress_main, NULL) == 0)
+	if (sdp_lib_thread_create(&th, &a, progress_main, NULL) == 0)
 		P.started = 1;
 	pthread_attr_destroy(&a);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);

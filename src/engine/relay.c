@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,7 +296,7 @@ static int start_locked(struct sdp_conn *c, int fd, int proof,
  * the pair is the connection's.
  */
 static int start_in_place_locked(struct sdp_conn *c, int proof,
-				 const struct relay_req *q)
+				 const struct relay_req *q, bool self)
 {
 	struct sdp_ready *rd = c->ready ? c->ready : c->ready_kept;
 	struct sdp_relay *r;
@@ -328,7 +329,8 @@ static int start_in_place_locked(struct sdp_conn *c, int proof,
 	if (e == 0 && sdp_progress_watch_fd(c, r->fd, EPOLLIN | EPOLLOUT |
 					       EPOLLRDHUP | EPOLLET) < 0)
 		e = -ENOMEM;
-	if (e == 0 && !sdp_owner_relay_accept(c->owner_slot, q->pid, 1)) {
+	if (e == 0 && !(self ? sdp_owner_relay_self(c->owner_slot) :
+			sdp_owner_relay_accept(c->owner_slot, q->pid, 1))) {
 		sdp_progress_unwatch_fd(r->fd);
 		e = -ETIMEDOUT;
 	}
@@ -363,7 +365,7 @@ static void try_start(struct sdp_conn *c, void *arg)
 		return;
 	pthread_mutex_lock(&c->lock);
 	if (q->req.in_place) {
-		r = start_in_place_locked(c, q->proof, &q->req);
+		r = start_in_place_locked(c, q->proof, &q->req, false);
 		if (r == 0) {
 			sdp_real.close(q->fd);	/* the proof's twin */
 			q->fd = -1;
@@ -632,9 +634,34 @@ int sdp_relay_active(const struct sdp_conn *c)
 	return sdp_owner_relayed(c->owner_slot);
 }
 
+int sdp_relay_in_place_here(struct sdp_conn *c)
+{
+	struct relay_req q = { RELAY_MAGIC, (uint32_t)getpid(),
+			       (uint32_t)c->owner_slot, 1, 1 };
+	struct stat st;
+	int r = -EBADF;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->ready && !c->ready->app_ino && c->ready->app_fd >= 0 &&
+	    fstat(c->ready->app_fd, &st) == 0)
+		c->ready->app_ino = (uint64_t)st.st_ino;
+	if (c->ready && c->ready->app_fd >= 0)
+		r = start_in_place_locked(c, c->ready->app_fd, &q, true);
+	if (r == 0)
+		atomic_store(&c->relayed_here, 1);
+	pthread_mutex_unlock(&c->lock);
+	sdp_log(r ? SDP_LOG_INFO : SDP_LOG_DEBUG,
+		"conn %u: relay in place (descriptor passed on): %s", c->id,
+		r ? strerror(-r) : "started");
+	if (r == 0)
+		sdp_progress_wake();	/* pump what is already queued */
+	return r;
+}
+
 int sdp_relay_in_place(const struct sdp_conn *c)
 {
-	return sdp_owner_relayed_in_place(c->owner_slot);
+	return atomic_load(&c->relayed_here) ||
+	       sdp_owner_relayed_in_place(c->owner_slot);
 }
 
 void sdp_relay_forget_in_place(struct sdp_conn *c)

@@ -47,6 +47,13 @@ int sdp_relay_ask(struct sdp_conn *c, int app_fd, int nonblock, int stdio);
  * For a process about to restrict its own system calls (sshd's preauth
  * child).  0, or -errno as sdp_relay_ask. */
 int sdp_relay_ask_in_place(struct sdp_conn *c, int app_fd);
+/* This process, which drives `c`, hands its descriptor to another process
+ * (SCM_RIGHTS): relay it in place, here.  Whoever receives the
+ * descriptor reads and writes the plain stream socket it is, with or
+ * without libsdp, as long as this process lives.  The readiness pair must
+ * be in place (not lone).  0, or -errno (-EBUSY: connecting, closing, or
+ * relayed already). */
+int sdp_relay_in_place_here(struct sdp_conn *c);
 /* Is `c` relayed in place?  Any process of the family; atomic. */
 int sdp_relay_in_place(const struct sdp_conn *c);
 /* A socket of `c`, relayed in place, leaves our descriptor table (its

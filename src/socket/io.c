@@ -206,6 +206,12 @@ SDP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 
 	if (!s) {
 		sdp_real_init();
+		if (msg && msg->msg_controllen && msg->msg_control) {
+			int e = sdp_passfd_prepare(msg);
+
+			if (e < 0)
+				return sdp_ret(e);
+		}
 		return sdp_real.sendmsg(fd, msg, flags);
 	}
 	sdp_cancel_enter();

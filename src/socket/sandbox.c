@@ -19,12 +19,19 @@
  * socket with the system calls it was allowed.  A connection this process
  * drives itself stays as it is (its progress thread, created before the
  * filter, is not filtered).
+ *
+ * A descriptor limit lowered below what taking over a connection needs is
+ * the same kind of step: vsftpd's unprivileged session child (and OpenSSH's
+ * preauth child, before its filter) sets RLIMIT_NOFILE to 0, after which
+ * the engine could not make the epoll set, eventfd and timerfd of its
+ * progress thread, and the first write on the control connection failed.
  */
 #include <errno.h>
 #include <linux/seccomp.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -86,4 +93,55 @@ SDP_EXPORT int prctl(int option, ...)
 					   a[0] == SECCOMP_MODE_STRICT))
 		sdp_sandbox_entering();
 	return (int)sdp_raw_syscall(SYS_prctl, option, a[0], a[1], a[2], a[3]);
+}
+
+/* Fewer descriptors than this leave no room to take over a connection
+ * (progress thread: epoll set, eventfd, timerfd; readiness pair; stats). */
+#define SANDBOX_NOFILE 64
+
+static void limit_lowering(int resource, const struct rlimit *rl)
+{
+	if (resource == RLIMIT_NOFILE && rl && rl->rlim_cur < SANDBOX_NOFILE &&
+	    !sdp_in_memory_sharing_child())
+		sdp_sandbox_entering();
+}
+
+long sdp_sandbox_prlimit(long pid, long resource, const void *new_limit,
+			 void *old_limit)
+{
+	if (!pid || pid == (long)getpid())
+		limit_lowering((int)resource, new_limit);
+	return sdp_raw_syscall(SYS_prlimit64, pid, resource, new_limit,
+			       old_limit);
+}
+
+static int posix_ret(long r)
+{
+	return (int)r;	/* the raw call set errno already */
+}
+
+SDP_EXPORT int setrlimit(__rlimit_resource_t resource, const struct rlimit *rl)
+{
+	return posix_ret(sdp_sandbox_prlimit(0, resource, rl, NULL));
+}
+
+SDP_EXPORT int setrlimit64(__rlimit_resource_t resource,
+			   const struct rlimit64 *rl)
+{
+	return posix_ret(sdp_sandbox_prlimit(0, resource, rl, NULL));
+}
+
+SDP_EXPORT int prlimit(pid_t pid, __rlimit_resource_t resource,
+		       const struct rlimit *new_limit, struct rlimit *old_limit)
+{
+	return posix_ret(sdp_sandbox_prlimit(pid, resource, new_limit,
+					     old_limit));
+}
+
+SDP_EXPORT int prlimit64(pid_t pid, __rlimit_resource_t resource,
+			 const struct rlimit64 *new_limit,
+			 struct rlimit64 *old_limit)
+{
+	return posix_ret(sdp_sandbox_prlimit(pid, resource, new_limit,
+					     old_limit));
 }

@@ -180,6 +180,17 @@ int sdp_sock_went_plain(int fd, struct sdp_sock *s);
 /* A process about to restrict its system calls (seccomp): connections it
  * holds but does not drive are relayed in place first (sandbox.c). */
 void sdp_sandbox_entering(void);
+/* sendmsg() on a socket that is not ours, with SCM_RIGHTS naming SDP
+ * sockets: each connection among them is relayed in place first, so that
+ * the receiver gets a stream that carries it (passfd.c).  0, or -errno:
+ * not sent. */
+struct msghdr;
+int sdp_passfd_prepare(const struct msghdr *msg);
+/* prlimit64(2) for the interposed setrlimit/prlimit and syscall(): a
+ * descriptor limit lowered below what taking over a connection needs
+ * enters a sandbox as well (sandbox.c). */
+long sdp_sandbox_prlimit(long pid, long resource, const void *new_limit,
+			 void *old_limit);
 int sdp_relayed_getsockopt(int fd, int level, int name, void *v,
 			   socklen_t *len);
 int sdp_relayed_setsockopt(int fd, int level, int name, const void *v,

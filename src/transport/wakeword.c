@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/atfork.h"
 #include "base/fdhigh.h"
 #include "base/real.h"
 
@@ -262,5 +263,7 @@ static void wakeword_atfork_child(void)
 
 __attribute__((constructor)) static void wakeword_ctor(void)
 {
-	pthread_atfork(NULL, NULL, wakeword_atfork_child);
+	/* The library's table, not pthread_atfork(): a raw clone() runs
+	 * only the library's handlers (base/atfork.h). */
+	sdp_atfork_add(SDP_ATFORK_INNER, NULL, NULL, wakeword_atfork_child);
 }

@@ -11,8 +11,10 @@
  * and answers it (one receive queue for every holder, as on TCP).  Every
  * answer is checksummed by the client.
  *   --filter prctl | seccomp: how the filter goes in (prctl(PR_SET_SECCOMP)
- *   as OpenSSH does, or the seccomp(2) system call).
- * Usage: sdp_sandbox --family sdp|sdp6|tcp|tcp6 [--filter prctl|seccomp]
+ *   as OpenSSH does, or the seccomp(2) system call); nofile: no filter, the
+ *   child's descriptor limit goes to 0 instead (setrlimit), as vsftpd's
+ *   unprivileged session child does: it can open nothing any more.
+ * Usage: sdp_sandbox --family sdp|sdp6|tcp|tcp6 [--filter prctl|seccomp|nofile]
  */
 #include "itest_common.h"
 
@@ -21,13 +23,14 @@
 #include <linux/seccomp.h>
 #include <stddef.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 
 #define REQ1 3000
 #define REQ2 70000
 #define ANS 100000
 
-static int use_seccomp_call;
+static int use_seccomp_call, use_nofile;
 
 /* The allowed calls: what a preauth child does with its socket and its
  * memory.  Everything else: the process dies (SIGSYS). */
@@ -46,7 +49,13 @@ static void enter_sandbox(void)
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
 	};
 	struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
+	struct rlimit none = { 0, 0 };
 
+	if (use_nofile) {
+		if (setrlimit(RLIMIT_NOFILE, &none) < 0)
+			DIE_ERRNO("setrlimit(RLIMIT_NOFILE, 0)");
+		return;
+	}
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		DIE_ERRNO("prctl(PR_SET_NO_NEW_PRIVS)");
 	if (use_seccomp_call ?
@@ -127,8 +136,9 @@ int main(int argc, char **argv)
 				die("bad --family %s", argv[i]);
 		} else if (!strcmp(argv[i], "--filter") && i + 1 < argc) {
 			use_seccomp_call = !strcmp(argv[++i], "seccomp");
+			use_nofile = !strcmp(argv[i], "nofile");
 		} else {
-			die("usage: sdp_sandbox %s [--filter prctl|seccomp]", family_usage());
+			die("usage: sdp_sandbox %s [--filter prctl|seccomp|nofile]", family_usage());
 		}
 	}
 	watchdog_arm(60, "sandbox test");
@@ -164,8 +174,9 @@ int main(int argc, char **argv)
 	close(l);
 	if (wait_child(cl.pid, "client"))
 		die("the client failed");
-	info("PASS: a seccomp-sandboxed child served the connection it inherited "
-	     "(filter by %s); the server then served what the child left unread",
-	     use_seccomp_call ? "seccomp(2)" : "prctl");
+	info("PASS: a sandboxed child served the connection it inherited "
+	     "(%s); the server then served what the child left unread",
+	     use_nofile ? "no descriptors left" : use_seccomp_call ?
+	     "filter by seccomp(2)" : "filter by prctl");
 	return 0;
 }

@@ -15,6 +15,7 @@
 #include <regex.h>
 #include <sys/stat.h>
 #include <sys/epoll.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
@@ -179,6 +180,8 @@ static const struct {
 	{ "close_everything_but_mine", t_close_everything },
 	{ "vfork_child_closes", t_vfork_child_closes },
 	{ "fork_inherit_connected", t_fork_inherit },
+	{ "raw_clone_child_serves", t_raw_clone_child },
+	{ "passed_to_another_process", t_passed_to_another_process },
 };
 
 int main(int argc, char **argv)

@@ -453,7 +453,7 @@ static int vb_start(void)
 	/* The thread must never take the application's signals. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = pthread_create(&sdp__vb.thread, NULL, event_thread, NULL);
+	r = sdp_lib_thread_create(&sdp__vb.thread, NULL, event_thread, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r)
 		return -r;

@@ -671,4 +671,204 @@ static int t_vfork_child_closes(void)
 	return 0;
 }
 
+/* vsftpd forks its session child with syscall(SYS_clone, CLONE_NEWIPC |
+ * SIGCHLD, NULL) (CLONE_NEWPID too where it may), not fork(): the child
+ * puts the accepted connection on 0, 1 and 2, asks getpeername() and
+ * talks FTP on it while the listening parent closes its copy.  The same
+ * here, plain and, where this process may, in a new IPC namespace. */
+static int raw_clone_child(int c, int s, long extra)
+{
+	fflush(NULL);
+	long pid = syscall(SYS_clone, SIGCHLD | extra, NULL, NULL, NULL, 0L);
+	if (pid < 0 && extra && (errno == EPERM || errno == EINVAL))
+		return 1;	/* not allowed here: nothing to check */
+	SYS(pid);
+	if (pid == 0) {
+		struct sockaddr_storage peer;
+		socklen_t pl = sizeof peer;
+		char r[4];
+
+		close(s);
+		if (dup2(c, 0) != 0 || dup2(c, 1) != 1)
+			_exit(2);
+		close(c);
+		if (getpeername(0, (struct sockaddr *)&peer, &pl) < 0)
+			_exit(3);
+		if (write(1, "220 ready\r\n", 11) != 11)
+			_exit(4);
+		if (recv(0, r, sizeof r, MSG_WAITALL) != 4 || memcmp(r, "QUIT", 4))
+			_exit(5);
+		_exit(write(1, "221\r\n", 5) == 5 ? 0 : 6);
+	}
+	close(c);	/* the listening parent's copy */
+	char buf[16];
+	READN(s, buf, 11);
+	CHECK(!memcmp(buf, "220 ready\r\n", 11), "wrong greeting from the child");
+	WRITEN(s, "QUIT", 4);
+	READN(s, buf, 5);
+	CHECK(!memcmp(buf, "221\r\n", 5), "wrong answer from the child");
+	int st;
+	CHECK(waitpid((pid_t)pid, &st, 0) == pid, "waitpid: %s", strerror(errno));
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "the clone child failed (status %#x)", st);
+	close(s);
+	return 0;
+}
+
+static int t_raw_clone_child(void)
+{
+#ifdef __SANITIZE_THREAD__
+	SKIP("TSan cannot start threads in the child of a threaded process");
+#endif
+	int c, s, r;
+
+	PAIR(c, s);
+	r = raw_clone_child(c, s, 0);
+	if (r < 0)
+		return r;
+	PAIR(c, s);
+	r = raw_clone_child(c, s, CLONE_NEWIPC);
+	if (r == 1) {
+		close(c);
+		close(s);
+	}
+	return r < 0 ? r : 0;
+}
+
+/* A process passes a connection to another one over a unix socket
+ * (SCM_RIGHTS), as vsftpd's privileged parent hands each data connection
+ * to its session process, or a dispatcher to its workers: the receiver,
+ * which never had the connection's state, reads and writes it with plain
+ * system calls (sendfile too); the sender closes its copy.  Every byte is
+ * checked both ways, then the receiver's close reaches the peer as EOF. */
+static int send_fd(int via, int fd)
+{
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int))];
+	} u;
+	char one = 'F';
+	struct iovec iov = { &one, 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = u.b, .msg_controllen = sizeof u.b };
+	struct cmsghdr *cm;
+
+	memset(&u, 0, sizeof u);
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+	return sendmsg(via, &mh, 0) == 1 ? 0 : -1;
+}
+
+static int recv_fd(int via)
+{
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int))];
+	} u;
+	char one;
+	struct iovec iov = { &one, 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = u.b, .msg_controllen = sizeof u.b };
+	struct cmsghdr *cm;
+	int fd = -1;
+
+	if (recvmsg(via, &mh, 0) != 1)
+		return -1;
+	cm = CMSG_FIRSTHDR(&mh);
+	if (cm && cm->cmsg_type == SCM_RIGHTS)
+		memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+	return fd;
+}
+
+/* The receiving worker: 1 MiB in (checked), the same 1 MiB back, half of
+ * it through sendfile() from a file, then close. */
+static int passed_fd_worker(int via)
+{
+	static char in[65536], out[65536];
+	char path[] = "/tmp/sdp-passed-XXXXXX";
+	int fd = recv_fd(via), tmp;
+	prng_t g;
+
+	if (fd < 0)
+		return 2;
+	prng_seed(&g, 41);
+	for (int i = 0; i < 16; i++) {
+		prng_fill(&g, out, sizeof out);
+		if (t_read_n(fd, in, sizeof in) < 0 || memcmp(in, out, sizeof in))
+			return 3;
+	}
+	prng_seed(&g, 42);
+	for (int i = 0; i < 8; i++) {
+		prng_fill(&g, out, sizeof out);
+		if (t_write_n(fd, out, sizeof out) < 0)
+			return 4;
+	}
+	tmp = mkstemp(path);
+	if (tmp < 0)
+		return 5;
+	unlink(path);
+	for (int i = 0; i < 8; i++) {
+		prng_fill(&g, out, sizeof out);
+		if (write(tmp, out, sizeof out) != (ssize_t)sizeof out)
+			return 6;
+	}
+	off_t off = 0;
+	while (off < 8 * 65536) {
+		ssize_t n = sendfile(fd, tmp, &off, (size_t)(8 * 65536 - off));
+		if (n <= 0)
+			return 7;
+	}
+	close(tmp);
+	return close(fd) == 0 ? 0 : 8;
+}
+
+static int t_passed_to_another_process(void)
+{
+#ifdef __SANITIZE_THREAD__
+	SKIP("TSan cannot start threads in the child of a threaded process");
+#endif
+	static char in[65536], out[65536];
+	int via[2], c, s, st;
+	prng_t g;
+
+	SYS(socketpair(AF_UNIX, SOCK_STREAM, 0, via));
+	fflush(NULL);
+	pid_t pid = fork();	/* before the connection: it never had it */
+	SYS(pid);
+	if (pid == 0) {
+		close(via[0]);
+		_exit(passed_fd_worker(via[1]));
+	}
+	close(via[1]);
+	PAIR(c, s);
+	/* Something in flight before the hand-off goes with it. */
+	prng_seed(&g, 41);
+	prng_fill(&g, out, sizeof out);
+	WRITEN(c, out, sizeof out);
+	CHECK(send_fd(via[0], s) == 0, "sendmsg(SCM_RIGHTS): %s", strerror(errno));
+	close(s);
+	for (int i = 1; i < 16; i++) {
+		prng_fill(&g, out, sizeof out);
+		WRITEN(c, out, sizeof out);
+	}
+	prng_seed(&g, 42);
+	for (int i = 0; i < 16; i++) {
+		prng_fill(&g, out, sizeof out);
+		READN(c, in, sizeof in);
+		CHECK(!memcmp(in, out, sizeof in), "chunk %d from the worker differs", i);
+	}
+	CHECK(waitpid(pid, &st, 0) == pid, "waitpid: %s", strerror(errno));
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "the worker failed (status %#x)", st);
+	ssize_t n = recv(c, in, 1, 0);
+	CHECK(n == 0, "no EOF after the worker closed (%zd, %s)", n,
+	      n < 0 ? strerror(errno) : "data");
+	close(c);
+	close(via[0]);
+	return 0;
+}
+
 #endif /* SEMANTICS_CHECKS_MISC_H */
