@@ -10,6 +10,7 @@
 #include "base/real.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -159,13 +160,24 @@ void sdp_config_init(void)
 	pthread_once(&config_once, config_load);
 }
 
+static int (*_Atomic stderr_check)(void);
+
+void sdp_log_set_stderr_check(int (*stderr_is_connection)(void))
+{
+	atomic_store(&stderr_check, stderr_is_connection);
+}
+
 void sdp_log(int level, const char *fmt, ...)
 {
+	int (*is_connection)(void);
 	char buf[512];
 	va_list ap;
 	int n, saved = errno;
 
 	if (level > sdp_cfg.log_level)
+		goto out;
+	is_connection = atomic_load(&stderr_check);
+	if (is_connection && is_connection())
 		goto out;
 	n = snprintf(buf, sizeof(buf), "libsdp[%d]: ", (int)getpid());
 	va_start(ap, fmt);

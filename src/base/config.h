@@ -81,8 +81,14 @@ void sdp_config_init(void);
  * reported on stderr, naming the variable, and *out is left alone (0). */
 int sdp_env_u32(const char *name, uint32_t *out, uint32_t min, uint32_t max);
 
+/* A line on stderr, "libsdp[PID]: ...", when `level` is enabled (SDP_LOG),
+ * unless stderr is a network connection (below). */
 void sdp_log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* Set by the socket layer: true when descriptor 2 is a connection to a
+ * peer (inetd-style servers, vsftpd's session child), where a log line
+ * would be read by the client as protocol bytes.  Such lines are dropped. */
+void sdp_log_set_stderr_check(int (*stderr_is_connection)(void));
 
 #define SDP_LOG_ERR 1
 #define SDP_LOG_INFO 2

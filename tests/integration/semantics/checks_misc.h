@@ -866,6 +866,18 @@ static int t_passed_to_another_process(void)
 	ssize_t n = recv(c, in, 1, 0);
 	CHECK(n == 0, "no EOF after the worker closed (%zd, %s)", n,
 	      n < 0 ? strerror(errno) : "data");
+	/* An SDP socket that is not a connection carries nothing another
+	 * process could use: refused, not handed over broken. */
+	int v;
+	socklen_t vl = sizeof v;
+	if (getsockopt(c, IPPROTO_TCP, 90 /* SDP_CONN_TRANSPORT */, &v, &vl) == 0) {
+		int u = socket(g_domain, SOCK_STREAM, 0);
+		SYS(u);
+		errno = 0;
+		CHECK(send_fd(via[0], u) < 0 && errno == EOPNOTSUPP,
+		      "an unconnected SDP socket was passed on (%s)", strerror(errno));
+		close(u);
+	}
 	close(c);
 	close(via[0]);
 	return 0;
