@@ -399,6 +399,57 @@ static void test_local_completion_notify(void)
 	pair_down(&p);
 }
 
+
+/* fork() copies the descriptor table before the memory.  When the peer's
+ * readiness descriptor arrives in between (the parent's progress thread
+ * takes it), the child's copy of the QP names a number the child does not
+ * hold, which it may reuse for anything: vsftpd's session process wrote
+ * the client's wake-up byte into its own data listener, and the client
+ * waited for a reply for ever.  Taking the QP over must find that out and
+ * ring the peer's doorbell instead. */
+static void test_handover_stale_app_fd(void)
+{
+	const struct sdp_app_wake_ops *aw = T->app_wake;
+	int app[2], impostor[2], num;
+	struct sdp_wc wc[4];
+	static char buf[1 << 20];
+	struct pair p;
+	ssize_t n;
+	char b;
+
+	pair_up(&p, 2, 2);
+	/* The client shares its readiness descriptor; the server takes it. */
+	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, app), 0);
+	CHECK_EQ(aw->share_app_fd(p.c, app[1]), 0);
+	CHECK(fd_readable(T->event_fd(p.s), TMO));
+	T->ack_events(p.s);
+	num = SHM_QP(p.s)->peer_app_fd;
+	CHECK(num >= 0);
+	n = T->export_qp(p.s, buf, sizeof(buf));
+	CHECK(n > 0);
+	/* What the child holds under that number: another file. */
+	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, impostor), 0);
+	CHECK_EQ(dup2(impostor[1], num), num);
+	close(impostor[1]);
+	CHECK_EQ(T->import_qp(p.s, buf, (size_t)n), 0);
+	CHECK_EQ(SHM_QP(p.s)->peer_app_fd, -1);
+	CHECK(SHM_QP(p.s)->peer_app_fd_lost);
+	/* The client waits for its byte; the server's message rings the
+	 * client's doorbell, and writes nothing into the impostor. */
+	T->ack_events(p.c);
+	CHECK_EQ(aw->app_arm(p.c, 1), 0);
+	CHECK_EQ(send_buf(p.s, 9, "x", 1, SDP_SEND_SOLICITED), 0);
+	CHECK(fd_readable(T->event_fd(p.c), TMO));
+	CHECK_EQ(recv(impostor[0], &b, 1, MSG_DONTWAIT), -1);
+	CHECK_EQ(errno, EAGAIN);
+	CHECK_EQ(T->poll_cq(p.c, wc, 4), 1);
+	close(num);
+	close(impostor[0]);
+	close(app[0]);
+	close(app[1]);
+	pair_down(&p);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -408,6 +459,7 @@ int main(void)
 		{ test_rnr_and_oversize, "RNR and oversize SEND are fatal" },
 		{ test_corrupt_rings, "hostile peer corrupts shared memory" },
 		{ test_local_completion_notify, "local completions notify the engine" },
+		{ test_handover_stale_app_fd, "handover: a readiness fd named but not held is lost" },
 	};
 
 	return shm_run_tests(tests, sizeof(tests) / sizeof(tests[0]));

@@ -283,6 +283,8 @@ struct shm_qp {
 	int peer_app_fd;		/* peer's readiness fd (share_app_fd),
 					 * or -1; used and closed only under
 					 * the owner's lock */
+	uint64_t peer_app_ino;		/* its inode: a fork child checks that
+					 * it holds the same file */
 	/* Wake words (transport/wakeword.h). */
 	int app_word;			/* my quiet arms defer to this handle's
 					 * word, or -1 */

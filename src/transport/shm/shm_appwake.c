@@ -35,6 +35,7 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/fdhigh.h"
@@ -265,6 +266,7 @@ void sdp__shm_drop_peer_app_fd(struct sdp_qp *sq)
  * to be (its readiness socket, and maybe its wake page). */
 static void take_app_fd(struct shm_qp *qp, int fd, int page_fd)
 {
+	struct stat st;
 	int type = 0;
 	socklen_t len = sizeof(type);
 
@@ -277,6 +279,8 @@ static void take_app_fd(struct shm_qp *qp, int fd, int page_fd)
 		return;
 	}
 	qp->peer_app_fd = sdp_fd_high(fd);
+	qp->peer_app_ino = fstat(qp->peer_app_fd, &st) == 0 ?
+			   (uint64_t)st.st_ino : 0;
 	if (page_fd >= 0) {
 		/* Not a sealed page: the peer's APP_WORD arms wake always. */
 		qp->peer_words = sdp_wakeword_map_peer(page_fd);

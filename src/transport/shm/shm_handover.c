@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/fdhigh.h"
@@ -82,6 +83,7 @@ int sdp__shm_import_qp(struct sdp_qp *sq, const void *buf, size_t len)
 {
 	struct shm_qp *qp = SHM_QP(sq), own;
 	const struct shm_export *e = buf;
+	struct stat st;
 	struct shm_avail *avail = qp->avail;
 	const uint8_t *p;
 
@@ -111,7 +113,16 @@ int sdp__shm_import_qp(struct sdp_qp *sq, const void *buf, size_t len)
 	qp->peer = own.peer;
 	qp->peer_pidfd = own.peer_pidfd;
 	qp->peer_app_fd = own.peer_app_fd;
-	qp->peer_app_fd_lost = own.peer_app_fd < 0 &&
+	qp->peer_app_ino = own.peer_app_ino;
+	/* fork() copies the descriptor table before the memory: a readiness
+	 * descriptor the parent's progress thread took in between is named
+	 * in our copy of the QP but is not ours (its number may be another
+	 * file by now).  Then it is lost, as if never inherited. */
+	if (qp->peer_app_fd >= 0 &&
+	    (fstat(qp->peer_app_fd, &st) < 0 ||
+	     (uint64_t)st.st_ino != qp->peer_app_ino))
+		qp->peer_app_fd = -1;
+	qp->peer_app_fd_lost = qp->peer_app_fd < 0 &&
 			       (e->qp.peer_app_fd >= 0 || e->qp.peer_app_fd_lost);
 	qp->peer_words = own.peer_words;
 	qp->local = own.local;
