@@ -101,8 +101,14 @@ SDP_EXPORT int prctl(int option, ...)
 
 static void limit_lowering(int resource, const struct rlimit *rl)
 {
+	struct rlimit now;
+
+	/* Lowered, not raised: the library raises its own limit at load
+	 * (fdlimit.c), at most to a hard limit that may be small. */
 	if (resource == RLIMIT_NOFILE && rl && rl->rlim_cur < SANDBOX_NOFILE &&
-	    !sdp_in_memory_sharing_child())
+	    !sdp_in_memory_sharing_child() &&
+	    sdp_raw_syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &now) == 0 &&
+	    rl->rlim_cur < now.rlim_cur)
 		sdp_sandbox_entering();
 }
 
