@@ -107,47 +107,40 @@ static void limit_lowering(int resource, const struct rlimit *rl)
 	 * (fdlimit.c), at most to a hard limit that may be small. */
 	if (resource == RLIMIT_NOFILE && rl && rl->rlim_cur < SANDBOX_NOFILE &&
 	    !sdp_in_memory_sharing_child() &&
-	    sdp_raw_syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &now) == 0 &&
+	    getrlimit(RLIMIT_NOFILE, &now) == 0 &&
 	    rl->rlim_cur < now.rlim_cur)
 		sdp_sandbox_entering();
 }
 
-long sdp_sandbox_prlimit(long pid, long resource, const void *new_limit,
-			 void *old_limit)
+/* The sanitizers' runtime calls setrlimit() while it starts, before its
+ * shadow memory exists: these entry points must not be instrumented, and
+ * leave everything but RLIMIT_NOFILE to the C library's prlimit() (not
+ * interposed) at once. */
+#define NO_SANITIZE __attribute__((no_sanitize_address, no_sanitize_thread))
+
+NO_SANITIZE long sdp_sandbox_prlimit(long pid, long resource,
+				     const void *new_limit, void *old_limit)
 {
-	if (!pid || pid == (long)getpid())
+	if (resource == RLIMIT_NOFILE && new_limit &&
+	    (!pid || pid == (long)getpid()))
 		limit_lowering((int)resource, new_limit);
-	return sdp_raw_syscall(SYS_prlimit64, pid, resource, new_limit,
-			       old_limit);
+	return prlimit((pid_t)pid, (__rlimit_resource_t)resource, new_limit,
+		       old_limit);
 }
 
-static int posix_ret(long r)
+NO_SANITIZE static int posix_ret(long r)
 {
-	return (int)r;	/* the raw call set errno already */
+	return (int)r;	/* prlimit() set errno already */
 }
 
-SDP_EXPORT int setrlimit(__rlimit_resource_t resource, const struct rlimit *rl)
-{
-	return posix_ret(sdp_sandbox_prlimit(0, resource, rl, NULL));
-}
-
-SDP_EXPORT int setrlimit64(__rlimit_resource_t resource,
-			   const struct rlimit64 *rl)
+NO_SANITIZE SDP_EXPORT int setrlimit(__rlimit_resource_t resource,
+				     const struct rlimit *rl)
 {
 	return posix_ret(sdp_sandbox_prlimit(0, resource, rl, NULL));
 }
 
-SDP_EXPORT int prlimit(pid_t pid, __rlimit_resource_t resource,
-		       const struct rlimit *new_limit, struct rlimit *old_limit)
+NO_SANITIZE SDP_EXPORT int setrlimit64(__rlimit_resource_t resource,
+				       const struct rlimit64 *rl)
 {
-	return posix_ret(sdp_sandbox_prlimit(pid, resource, new_limit,
-					     old_limit));
-}
-
-SDP_EXPORT int prlimit64(pid_t pid, __rlimit_resource_t resource,
-			 const struct rlimit64 *new_limit,
-			 struct rlimit64 *old_limit)
-{
-	return posix_ret(sdp_sandbox_prlimit(pid, resource, new_limit,
-					     old_limit));
+	return posix_ret(sdp_sandbox_prlimit(0, resource, rl, NULL));
 }

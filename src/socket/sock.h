@@ -186,7 +186,7 @@ void sdp_sandbox_entering(void);
  * not sent. */
 struct msghdr;
 int sdp_passfd_prepare(const struct msghdr *msg);
-/* prlimit64(2) for the interposed setrlimit/prlimit and syscall(): a
+/* prlimit() for the interposed setrlimit and syscall(): a
  * descriptor limit lowered below what taking over a connection needs
  * enters a sandbox as well (sandbox.c). */
 long sdp_sandbox_prlimit(long pid, long resource, const void *new_limit,
