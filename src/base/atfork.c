@@ -9,7 +9,7 @@
 #include "base/config.h"
 #include "base/libthreads.h"
 
-#define SDP_ATFORK_MAX 16
+#define SDP_ATFORK_MAX 32
 
 struct hook {
 	void (*prepare)(void);

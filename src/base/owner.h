@@ -70,8 +70,9 @@ int sdp_owner_relay_wait(int slot, unsigned ms);
 int sdp_owner_relay_accept(int slot, uint32_t asker, int in_place);
 /* Owner: relay in place on its own initiative (it hands the descriptor to
  * another process): the family sees the slot relayed in place.  1 done, 0
- * if a request is under way (the caller tries again later).  A slot of
- * none (-1, no fork yet): 1, there is nobody to tell. */
+ * if another process's request is under way.  No slot (-1: none was left,
+ * or no region): 1, and the caller keeps the mark itself
+ * (conn.h, relayed_here). */
 int sdp_owner_relay_self(int slot);
 /* Owner: refuse `asker`'s request, so that it stops waiting. */
 void sdp_owner_relay_refuse(int slot, uint32_t asker);

@@ -481,7 +481,8 @@ void sdp_progress_unwatch_fd(int fd)
 
 static int relaying(const struct sdp_conn *c)
 {
-	return c->relay && sdp_owner_relayed(c->owner_slot) &&
+	return c->relay && (atomic_load(&c->relayed_here) ||
+			    sdp_owner_relayed(c->owner_slot)) &&
 	       !sdp_relay_done(c);
 }
 

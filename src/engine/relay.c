@@ -631,7 +631,8 @@ void sdp_relay_atfork_child(struct sdp_conn *c)
 
 int sdp_relay_active(const struct sdp_conn *c)
 {
-	return sdp_owner_relayed(c->owner_slot);
+	return atomic_load(&c->relayed_here) ||
+	       sdp_owner_relayed(c->owner_slot);
 }
 
 int sdp_relay_in_place_here(struct sdp_conn *c)

@@ -67,7 +67,7 @@ static int carry(int fd, struct sdp_sock *s)
 		    sdp_relay_ask_in_place(c, fd);
 	if (r == 0 && !ended)
 		forget_numbers(s);
-	else
+	else if (r < 0)
 		sdp_log(SDP_LOG_ERR, "fd %d: not passed to another process: "
 			"its connection could not be relayed (%s)", fd,
 			strerror(-r));
@@ -77,13 +77,18 @@ static int carry(int fd, struct sdp_sock *s)
 
 int sdp_passfd_prepare(const struct msghdr *msg)
 {
+	const char *end = (const char *)msg->msg_control + msg->msg_controllen;
 	struct cmsghdr *cm;
 
 	for (cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {
 		size_t i, n;
 
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
-		    cm->cmsg_len < CMSG_LEN(0))
+		/* A header that claims more than the buffer holds: the
+		 * kernel refuses the message (EINVAL), we read no further. */
+		if (cm->cmsg_len < CMSG_LEN(0) ||
+		    cm->cmsg_len > (size_t)(end - (const char *)cm))
+			break;
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
 			continue;
 		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 		for (i = 0; i < n; i++) {

@@ -31,12 +31,15 @@ long sdp_raw_syscall(long nr, ...);
 /* What a clone() may ask and still be a fork: a copy of the memory and the
  * descriptor table, in new namespaces or not, with the ids it reports.
  * Sharing memory (a vfork, a thread: socket.c's memory-sharing child), the
- * descriptor table or a stack of its own is not a fork. */
+ * descriptor table or a stack of its own is not a fork.  Nor is a new PID
+ * or user namespace: the family names its processes by pid (owner slots,
+ * relays), and there the child's pid is 1, its parent's 0, and its ids
+ * are mapped; such a child keeps the memory-sharing child's rules. */
 #define CLONE_AS_FORK (CSIGNAL | CLONE_PARENT_SETTID | CLONE_CHILD_SETTID | \
 		       CLONE_CHILD_CLEARTID | CLONE_PIDFD | CLONE_PTRACE | \
 		       CLONE_UNTRACED | CLONE_IO | CLONE_NEWNS | \
 		       CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | \
-		       CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET)
+		       CLONE_NEWNET)
 
 static long clone_call(void *arg)
 {
