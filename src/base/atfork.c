@@ -73,10 +73,11 @@ long sdp_atfork_around(long (*call)(void *), void *arg)
 	long r;
 	int e;
 
-	run_prepare();	/* no library thread is created past this */
-	sdp_lib_threads_settle();
+	run_prepare();
+	sdp_lib_threads_hold();
 	r = call(arg);
 	e = errno;
+	sdp_lib_threads_release(r == 0);
 	if (r == 0)
 		run_child();
 	else

@@ -49,21 +49,27 @@ int sdp_lib_thread_create(pthread_t *th, const pthread_attr_t *attr,
 	return r;
 }
 
-void sdp_lib_threads_settle(void)
+void sdp_lib_threads_hold(void)
 {
 	struct timespec nap = { 0, 100000 };
 	pid_t me = getpid();
 
 	for (int i = 0; i < 10000; i++) {
-		int starting;
-
 		pthread_mutex_lock(&T.lock);
-		starting = T.pid == me ? T.starting : 0;
+		if (T.pid != me || !T.starting)
+			return;		/* held: no creation until released */
 		pthread_mutex_unlock(&T.lock);
-		if (!starting)
-			return;
 		nanosleep(&nap, NULL);
 	}
+	pthread_mutex_lock(&T.lock);	/* a thread that never started */
+}
+
+void sdp_lib_threads_release(int child)
+{
+	if (child)
+		pthread_mutex_init(&T.lock, NULL);	/* copied held */
+	else
+		pthread_mutex_unlock(&T.lock);
 }
 
 __thread int sdp_in_lib_thread;

@@ -18,12 +18,15 @@ int sdp_lib_thread_create(pthread_t *th, const pthread_attr_t *attr,
 			  void *(*fn)(void *), void *arg);
 /* Called by a library thread when it starts running. */
 void sdp_lib_thread_started(void);
-/* Wait, up to a second, until no library thread is between its creation
- * and its first instructions.  Before a raw clone() (atfork.h): glibc's
- * thread list, which that child keeps, would show such a thread as
- * starting for ever, and the child's setuid()/setgroups() waited for it
- * (vsftpd's session child hung in setgroups). */
-void sdp_lib_threads_settle(void);
+/* Before a raw clone() (atfork.h): wait, up to a second, until no library
+ * thread is between its creation and its first instructions, and hold
+ * off new ones until sdp_lib_threads_release() (in the parent, or in the
+ * child with child=1).  glibc's thread list, which that child keeps, would
+ * show such a thread as starting for ever, and the child's
+ * setuid()/setgroups() waited for it (vsftpd's session child hung in
+ * setgroups). */
+void sdp_lib_threads_hold(void);
+void sdp_lib_threads_release(int child);
 /* Nonzero in libsdp's own threads (set by sdp_lib_thread_started). */
 extern __thread int sdp_in_lib_thread;
 /* Library threads started in this process (a fork child has none until it
