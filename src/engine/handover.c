@@ -26,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/appwake.h"
@@ -79,7 +78,6 @@ static size_t mbox_size_for(struct sdp_conn *c)
 static void give_mailbox(struct sdp_conn *c, void *arg)
 {
 	bool paired;
-	struct stat st;
 	void *p;
 	size_t n;
 
@@ -91,9 +89,8 @@ static void give_mailbox(struct sdp_conn *c, void *arg)
 	 * update below brings its mirror in line. */
 	paired = c->ready && atomic_load(&c->ready->lone) &&
 		 sdp_ready_pair(c->ready) == 0;
-	if (c->ready && !c->ready->app_ino && c->ready->app_fd >= 0 &&
-	    fstat(c->ready->app_fd, &st) == 0)
-		c->ready->app_ino = (uint64_t)st.st_ino;	/* exec.c */
+	if (c->ready)
+		sdp_ready_note_ino(c->ready);	/* exec.c */
 	/* Either process may wait on the descriptor in the kernel, the
 	 * other one's waits unseen here: the peer must wake it. */
 	if (sdp_appwake_kernel_watch_locked(c) || paired)

@@ -481,9 +481,7 @@ void sdp_progress_unwatch_fd(int fd)
 
 static int relaying(const struct sdp_conn *c)
 {
-	return c->relay && (atomic_load(&c->relayed_here) ||
-			    sdp_owner_relayed(c->owner_slot)) &&
-	       !sdp_relay_done(c);
+	return c->relay && sdp_relay_active(c) && !sdp_relay_done(c);
 }
 
 /* A connection we drive for other processes ends: the kernel closes a TCP

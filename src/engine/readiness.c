@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/real.h"
@@ -89,6 +90,14 @@ int sdp_ready_pair(struct sdp_ready *r)
 	r->lib_fd = sdp_fd_high(fds[1]);
 	atomic_store(&r->lone, false);
 	return 0;
+}
+
+void sdp_ready_note_ino(struct sdp_ready *r)
+{
+	struct stat st;
+
+	if (!r->app_ino && r->app_fd >= 0 && fstat(r->app_fd, &st) == 0)
+		r->app_ino = (uint64_t)st.st_ino;
 }
 
 static void fill_app_sendq(struct sdp_ready *r)

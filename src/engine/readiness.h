@@ -115,6 +115,9 @@ int sdp_ready_init(struct sdp_ready *r, int sock_flags);
  * still names this socket.  0 (also when paired already), or -errno: the
  * socket stays lone. */
 int sdp_ready_pair(struct sdp_ready *r);
+/* Record app_fd's inode (app_ino) if not yet known: the name of the
+ * pair's file in another process, under any number (exec.c, relay.c). */
+void sdp_ready_note_ino(struct sdp_ready *r);
 /* Bring the kernel state in line with `want` (SDP_READY_* mask). */
 void sdp_ready_set(struct sdp_ready *r, unsigned want);
 /* The peer took our appwake arm: a readable byte is queued or about to be

@@ -639,13 +639,11 @@ int sdp_relay_in_place_here(struct sdp_conn *c)
 {
 	struct relay_req q = { RELAY_MAGIC, (uint32_t)getpid(),
 			       (uint32_t)c->owner_slot, 1, 1 };
-	struct stat st;
 	int r = -EBADF;
 
 	pthread_mutex_lock(&c->lock);
-	if (c->ready && !c->ready->app_ino && c->ready->app_fd >= 0 &&
-	    fstat(c->ready->app_fd, &st) == 0)
-		c->ready->app_ino = (uint64_t)st.st_ino;
+	if (c->ready)
+		sdp_ready_note_ino(c->ready);
 	if (c->ready && c->ready->app_fd >= 0)
 		r = start_in_place_locked(c, c->ready->app_fd, &q, true);
 	if (r == 0)

@@ -99,14 +99,13 @@ SDP_EXPORT int prctl(int option, ...)
  * (progress thread: epoll set, eventfd, timerfd; readiness pair; stats). */
 #define SANDBOX_NOFILE 64
 
-static void limit_lowering(int resource, const struct rlimit *rl)
+static void nofile_lowering(const struct rlimit *rl)
 {
 	struct rlimit now;
 
 	/* Lowered, not raised: the library raises its own limit at load
 	 * (fdlimit.c), at most to a hard limit that may be small. */
-	if (resource == RLIMIT_NOFILE && rl && rl->rlim_cur < SANDBOX_NOFILE &&
-	    !sdp_in_memory_sharing_child() &&
+	if (rl->rlim_cur < SANDBOX_NOFILE && !sdp_in_memory_sharing_child() &&
 	    getrlimit(RLIMIT_NOFILE, &now) == 0 &&
 	    rl->rlim_cur < now.rlim_cur)
 		sdp_sandbox_entering();
@@ -123,24 +122,19 @@ NO_SANITIZE long sdp_sandbox_prlimit(long pid, long resource,
 {
 	if (resource == RLIMIT_NOFILE && new_limit &&
 	    (!pid || pid == (long)getpid()))
-		limit_lowering((int)resource, new_limit);
+		nofile_lowering(new_limit);
 	return prlimit((pid_t)pid, (__rlimit_resource_t)resource, new_limit,
 		       old_limit);
-}
-
-NO_SANITIZE static int posix_ret(long r)
-{
-	return (int)r;	/* prlimit() set errno already */
 }
 
 NO_SANITIZE SDP_EXPORT int setrlimit(__rlimit_resource_t resource,
 				     const struct rlimit *rl)
 {
-	return posix_ret(sdp_sandbox_prlimit(0, resource, rl, NULL));
+	return (int)sdp_sandbox_prlimit(0, resource, rl, NULL);
 }
 
 NO_SANITIZE SDP_EXPORT int setrlimit64(__rlimit_resource_t resource,
 				       const struct rlimit64 *rl)
 {
-	return posix_ret(sdp_sandbox_prlimit(0, resource, rl, NULL));
+	return (int)sdp_sandbox_prlimit(0, resource, rl, NULL);
 }
