@@ -138,13 +138,30 @@ static void stat_update_locked(struct sdp_listen *l)
 		sdp_stat_slot_update_listen(l->stat_slot, l);
 }
 
+/* Whether anything reads the token: a wait in the kernel on the
+ * application's descriptor (kwatched), or a "both" listener's blocking
+ * accept(), which polls it.  A private SDP-only listener served by
+ * blocking accept() alone sleeps on `seq`: its token and the drain would
+ * be two system calls per connection for nobody. */
+static bool token_read_locked(const struct sdp_listen *l)
+{
+	return l->tcp_fd >= 0 || atomic_load(&l->ready->kwatched);
+}
+
 static void update_ready_locked(struct sdp_listen *l)
 {
 	stat_update_locked(l);
 	/* Only our queue: a TCP side and a shared listener's kernel queue are
 	 * members of the application's epoll descriptor themselves. */
-	if (l->ready)
+	if (l->ready && token_read_locked(l))
 		sdp_ready_set(l->ready, l->count ? SDP_READY_IN : 0);
+}
+
+void sdp_listen_kernel_watch(struct sdp_listen *l)
+{
+	pthread_mutex_lock(&l->lock);
+	update_ready_locked(l);
+	pthread_mutex_unlock(&l->lock);
 }
 
 int sdp_listen_add_tcp(struct sdp_listen *l, int fd)
@@ -153,6 +170,7 @@ int sdp_listen_add_tcp(struct sdp_listen *l, int fd)
 	sdp_real.fcntl(fd, F_SETFL, sdp_real.fcntl(fd, F_GETFL) | O_NONBLOCK);
 	pthread_mutex_lock(&l->lock);
 	l->tcp_fd = fd;
+	update_ready_locked(l);	/* accept() polls the token from now on */
 	pthread_mutex_unlock(&l->lock);
 	return 0;
 }
@@ -320,7 +338,7 @@ int sdp_listen_service(struct sdp_listen *l)
 	uint8_t priv[SDP_CM_PRIV_MAX];
 	struct sdp_conn_req *req;
 	uint32_t len;
-	int r, n = 0;
+	int r, n = 0, waiters;
 
 	pthread_mutex_lock(&l->lock);
 	for (;;) {
@@ -336,10 +354,15 @@ int sdp_listen_service(struct sdp_listen *l)
 	}
 	if (n) {
 		atomic_fetch_add(&l->seq, 1);
-		futex_wake_all(&l->seq);
 		update_ready_locked(l);
 	}
+	waiters = n && l->accept_waiters;
 	pthread_mutex_unlock(&l->lock);
+	/* Woken after the lock is let go: a thread woken under it would
+	 * only wait for it at once.  A waiter counted in accept_waiters read
+	 * `seq` before the bump, so its sleep ends either way. */
+	if (waiters)
+		futex_wake_all(&l->seq);
 	return 0;	/* released through sdp_progress_release_listener */
 }
 

@@ -56,6 +56,9 @@ void sdp_bound_close(struct sdp_listener *tl);
  * keeps one; else `fd` is closed.  Either way `fd` is no longer the
  * caller's. */
 int sdp_bound_keep_claim(struct sdp_listener *tl, int fd);
+/* A wait in the kernel names the listener's descriptor (its `ready`
+ * is kwatched now): its token starts telling what is queued. */
+void sdp_listen_kernel_watch(struct sdp_listen *l);
 /* Takes ownership of `tl` (already bound); starts listening. */
 int sdp_listen_create(struct sdp_listener *tl, int backlog,
 		      struct sdp_ready *ready, struct sdp_listen **out);

@@ -274,6 +274,12 @@ int sdp_progress_add_conn(struct sdp_conn *c)
 		return r;
 	sdp_conn_get(c);
 	pthread_mutex_lock(&c->lock);
+	/* A listener on this host often answers before the connect gets
+	 * here: take the answer now.  Added to the epoll set while readable,
+	 * the socket would wake the progress thread, which would only wait
+	 * for the locks held here, then find nothing to do. */
+	if (c->state == SDP_ST_CONNECTING)
+		sdp_conn_progress_locked(c);
 	pthread_mutex_lock(&P.lock);
 	c->ev_live = 1;
 	r = ev_fd_sync_locked(c);

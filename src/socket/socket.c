@@ -682,6 +682,8 @@ int sdp_sock_kernel_watch(struct sdp_sock *s)
 	} else {
 		/* A connection made later reads it at its first arm. */
 		atomic_store(&s->ready.kwatched, true);
+		if (s->kind == SDP_SK_LISTEN && s->lsn)
+			sdp_listen_kernel_watch(s->lsn);
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (!c)

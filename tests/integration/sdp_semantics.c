@@ -171,6 +171,7 @@ static const struct {
 	{ "oob_inline", t_oob_inline },
 	{ "ipv6_loopback", t_ipv6 },
 	{ "listen_backlog_pending_connects", t_backlog },
+	{ "listener_first_wait_sees_queue", t_listener_first_wait },
 	{ "connect_burst_past_backlog", t_connect_burst },
 	{ "accept4_nonblock_cloexec", t_accept4 },
 	{ "shutdown_rd", t_shutdown_rd },

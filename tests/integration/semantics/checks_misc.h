@@ -171,6 +171,92 @@ static int t_backlog(void)
 	return 0;
 }
 
+/* Blocking connect to the listener behind `sa`: the descriptor, or -1. */
+static int connect_blocking(const sockaddr_any *sa, socklen_t len)
+{
+	int fd = socket(g_domain, SOCK_STREAM, 0);
+	int rc;
+
+	if (fd < 0 || t_bind_client(fd, g_af) < 0)
+		FAIL("socket: %s", strerror(errno));
+	do
+		rc = connect(fd, &sa->sa, len);
+	while (rc < 0 && errno == EINTR);
+	if (rc < 0)
+		FAIL("connect: %s (errno %d)", strerror(errno), errno);
+	return fd;
+}
+
+/* poll(listener, timeout) reports POLLIN exactly as `want` says. */
+static int listener_polls(int l, int timeout_ms, int want, const char *when)
+{
+	struct pollfd p = { .fd = l, .events = POLLIN };
+	int n = poll(&p, 1, timeout_ms);
+
+	CHECK(n >= 0, "poll(listener) %s: %s", when, strerror(errno));
+	CHECK((n > 0 && (p.revents & POLLIN)) == !!want,
+	      "poll(listener) %s: %s, expected %s", when,
+	      n > 0 ? "readable" : "nothing", want ? "readable" : "nothing");
+	return 0;
+}
+
+/*
+ * A listener served by blocking accept() alone is watched by nobody in the
+ * kernel until a wait names it: the first poll or epoll_wait must still see
+ * the connections queued before it, the last accept must leave it
+ * unreadable, and a connect during a wait must wake it.
+ */
+static int t_listener_first_wait(void)
+{
+	enum { N = 3 };
+	uint16_t port;
+	int l = t_listen(g_domain, g_af, &port, 8);
+	int cl[N + 1], sv[N + 1], ep;
+	struct epoll_event ev = { .events = EPOLLIN }, out;
+	sockaddr_any sa;
+	socklen_t len;
+
+	if (l < 0)
+		return -1;
+	len = make_env_addr(&sa, g_af, port, "SDP_TEST_CONNECT_ADDR");
+	for (int i = 0; i < N; i++)
+		if ((cl[i] = connect_blocking(&sa, len)) < 0)
+			return -1;
+	sv[0] = accept(l, NULL, NULL);	/* blocking, nothing named it */
+	CHECK(sv[0] >= 0, "accept: %s", strerror(errno));
+	if (listener_polls(l, 0, 1, "with two queued") < 0)
+		return -1;
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	SYS(ep);
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev));
+	CHECK(epoll_wait(ep, &out, 1, 0) == 1, "epoll_wait(listener) with two queued: nothing");
+	for (int i = 1; i < N; i++) {
+		sv[i] = accept(l, NULL, NULL);
+		CHECK(sv[i] >= 0, "accept #%d: %s", i, strerror(errno));
+	}
+	if (listener_polls(l, 0, 0, "with none queued") < 0)
+		return -1;
+	CHECK(epoll_wait(ep, &out, 1, 0) == 0, "epoll_wait(listener) with none queued: readable");
+	if ((cl[N] = connect_blocking(&sa, len)) < 0)
+		return -1;
+	if (listener_polls(l, 5000, 1, "after a connect") < 0)
+		return -1;
+	sv[N] = accept(l, NULL, NULL);
+	CHECK(sv[N] >= 0, "accept: %s", strerror(errno));
+	for (int i = 0; i <= N; i++) {
+		char m = (char)('a' + i), r;
+
+		WRITEN(cl[i], &m, 1);
+		READN(sv[i], &r, 1);
+		CHECK(r == m, "connection %d carried '%c', expected '%c'", i, r, m);
+		close(cl[i]);
+		close(sv[i]);
+	}
+	close(ep);
+	close(l);
+	return 0;
+}
+
 /*
  * More clients than the backlog, all at once, before anyone accepts: every
  * connect must complete once the server accepts, none may be refused.  Over
