@@ -418,8 +418,11 @@ static void test_handover_stale_app_fd(void)
 	char b;
 
 	pair_up(&p, 2, 2);
-	/* The client shares its readiness descriptor; the server takes it. */
+	/* The client shares its readiness descriptor; the server takes it.
+	 * Sent (SCM_RIGHTS) as by a QP that a fork() moved to another
+	 * process, which cannot offer it by number. */
 	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, app), 0);
+	SHM_QP(p.c)->cm_pid = 0;
 	CHECK_EQ(aw->share_app_fd(p.c, app[1]), 0);
 	CHECK(fd_readable(T->event_fd(p.s), TMO));
 	T->ack_events(p.s);
@@ -450,6 +453,50 @@ static void test_handover_stale_app_fd(void)
 	pair_down(&p);
 }
 
+/* Between processes of one user the readiness descriptor is offered by
+ * number, not sent: no unix socket is in flight (each one makes every
+ * unix socket closed on the host queue the kernel's garbage collector
+ * until it is received) and the peer's progress thread is not woken for
+ * it.  The peer's first message that must wake the application takes it
+ * and writes the byte.  An offer that names another file (a hostile peer,
+ * or a number closed and reused) leaves the peer on the doorbell. */
+static void test_appwake_offered_by_number(void)
+{
+	const struct sdp_app_wake_ops *aw = T->app_wake;
+	struct sdp_wc wc[4];
+	struct pair p;
+	int app[2];
+	char b;
+
+	for (int hostile = 0; hostile < 2; hostile++) {
+		pair_up(&p, 2, 2);
+		T->ack_events(p.s);
+		CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0,
+				    app), 0);
+		CHECK_EQ(aw->share_app_fd(p.c, app[1]), 0);
+		CHECK(!fd_readable(T->event_fd(p.s), 0));	/* nothing sent */
+		if (hostile)
+			atomic_fetch_add(&SHM_QP(p.c)->me.ctrl->app_offer_ino, 1);
+		T->ack_events(p.c);
+		CHECK_EQ(aw->app_arm(p.c, 1), 0);
+		CHECK_EQ(send_buf(p.s, 9, "x", 1, SDP_SEND_SOLICITED), 0);
+		if (!hostile) {
+			CHECK(SHM_QP(p.s)->peer_app_fd >= 0);
+			CHECK(fd_readable(app[0], TMO));
+			CHECK_EQ(recv(app[0], &b, 1, MSG_DONTWAIT), 1);
+		} else {
+			CHECK_EQ(SHM_QP(p.s)->peer_app_fd, -1);
+			CHECK(SHM_QP(p.s)->peer_app_fd_lost);
+			CHECK(fd_readable(T->event_fd(p.c), TMO));
+			CHECK(!fd_readable(app[0], 0));
+		}
+		CHECK_EQ(T->poll_cq(p.c, wc, 4), 1);
+		close(app[0]);
+		close(app[1]);
+		pair_down(&p);
+	}
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -460,6 +507,7 @@ int main(void)
 		{ test_corrupt_rings, "hostile peer corrupts shared memory" },
 		{ test_local_completion_notify, "local completions notify the engine" },
 		{ test_handover_stale_app_fd, "handover: a readiness fd named but not held is lost" },
+		{ test_appwake_offered_by_number, "readiness fd offered by number, taken once, checked" },
 	};
 
 	return shm_run_tests(tests, sizeof(tests) / sizeof(tests[0]));

@@ -37,10 +37,11 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC	0x314d48535044534cULL	/* "LSDPSHM1" */
-#define SHM_VERSION	6	/* 3: receives are tagged (shm_qp.c);
+#define SHM_VERSION	7	/* 3: receives are tagged (shm_qp.c);
 				 * 4: app_slot, wake words (wakeword.h);
 				 * 5: the rings before the MR table;
-				 * 6: segment pairs kept (shm_keep.c) */
+				 * 6: segment pairs kept (shm_keep.c);
+				 * 7: readiness offered by number */
 #define SHM_MAX_MR	256		/* rkey low byte = table index */
 #define SHM_MAX_DEPTH	65536		/* ring entries */
 #define SHM_MAX_REGION	(1u << 30)	/* receive region bytes */
@@ -121,6 +122,14 @@ struct shm_ctrl {
 	_Atomic uint32_t app_slot;	/* owner: with app_armed == APP_WORD,
 					 * the slot of its wake page whose
 					 * word says whether to wake */
+	/* Owner: its readiness descriptor and wake page offered by number,
+	 * for the peer to take with pidfd_getfd (shm_appwake.c): numbers
+	 * + 1 (0: not offered), and the inodes the peer checks them by.
+	 * The inodes are written first, app_offer_fd last. */
+	_Atomic uint64_t app_offer_ino;
+	_Atomic uint64_t page_offer_ino;
+	_Atomic uint32_t page_offer_fd;
+	_Atomic uint32_t app_offer_fd;
 };
 
 /* Where the parts of a segment lie, for a ring depth and a region size:
@@ -285,6 +294,10 @@ struct shm_qp {
 					 * the owner's lock */
 	uint64_t peer_app_ino;		/* its inode: a fork child checks that
 					 * it holds the same file */
+	bool peer_offer_taken;		/* the peer's offer was tried (or
+					 * dropped): never again */
+	pid_t cm_pid;			/* the process that sent our CM
+					 * message: the pid the peer knows */
 	/* Wake words (transport/wakeword.h). */
 	int app_word;			/* my quiet arms defer to this handle's
 					 * word, or -1 */
@@ -487,6 +500,9 @@ int sdp__shm_app_arm(struct sdp_qp *qp, int on);
 const _Atomic uint32_t *sdp__shm_app_arrivals(struct sdp_qp *qp);
 void sdp__shm_app_sleep_id(struct sdp_qp *qp, uint64_t id);
 void sdp__shm_drop_peer_app_fd(struct sdp_qp *qp);
+/* Take the readiness descriptor the peer offered by number, once, before
+ * the first byte it may need (shm_appwake.c). */
+void sdp__shm_take_offer(struct shm_qp *qp);
 /* shm_handover.c: the QP changes process within a fork family. */
 ssize_t sdp__shm_export_qp(struct sdp_qp *qp, void *buf, size_t cap);
 int sdp__shm_import_qp(struct sdp_qp *qp, const void *buf, size_t len);
@@ -495,6 +511,8 @@ uint64_t sdp__shm_now_ms(void);
 
 /* shm_rdma.c */
 void sdp__shm_rdma_probe(struct shm_qp *qp);
+/* A pidfd of `pid`, shared per peer process while it lives, or -1. */
+int sdp__shm_peer_pidfd_get(pid_t pid);
 /* Release the qp->peer_pidfd the probe took (shared per peer process). */
 void sdp__shm_peer_pidfd_put(int fd);
 int sdp__shm_reg_mr(struct sdp_qp *qp, void *addr, size_t len,

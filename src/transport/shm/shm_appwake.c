@@ -32,10 +32,15 @@
  * how the peer signals a reset to its application).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/fdhigh.h"
@@ -51,6 +56,87 @@
  * long it is taken as dead.  A time, not a count of yields: beside a busy
  * CPU each yield can give that CPU away for a whole slice. */
 #define APPWAKE_WRITING_MAX_MS 100
+
+/* Yama's ptrace_scope (0 where the module is absent): above 0, only an
+ * ancestor may take our descriptors.  Read once. */
+static int ptrace_scope(void)
+{
+	static _Atomic int scope = -1;
+	int v = atomic_load_explicit(&scope, memory_order_relaxed);
+
+	if (v < 0) {
+		int fd = open("/proc/sys/kernel/yama/ptrace_scope",
+			      O_RDONLY | O_CLOEXEC);
+		char b[8] = "";
+
+		v = 0;
+		if (fd >= 0) {
+			if (sdp_real.read(fd, b, sizeof(b) - 1) > 0)
+				v = atoi(b);
+			sdp_real.close(fd);
+		}
+		atomic_store_explicit(&scope, v, memory_order_relaxed);
+	}
+	return v;
+}
+
+/* Can the peer take our descriptors with pidfd_getfd?  The kernel lets a
+ * process into another (PTRACE_MODE_ATTACH_REALCREDS) when its real ids
+ * are all of the target's ids and the target is dumpable; the peer knows
+ * us by the pid that sent our CM message, so a QP that a fork() moved to
+ * another process offers nothing.  Where this cannot tell (a security
+ * module), the peer's failed attempt leaves it on the doorbell. */
+static bool peer_can_take(const struct shm_qp *qp)
+{
+	uid_t ru, eu, su;
+	gid_t rg, eg, sg;
+
+	if (qp->cm_pid != getpid() || ptrace_scope() > 0 ||
+	    getresuid(&ru, &eu, &su) || getresgid(&rg, &eg, &sg))
+		return false;
+	return ru == qp->peer_uid && eu == qp->peer_uid &&
+	       su == qp->peer_uid && rg == qp->peer_gid &&
+	       eg == qp->peer_gid && sg == qp->peer_gid &&
+	       prctl(PR_GET_DUMPABLE) == 1;
+}
+
+static uint64_t ino_of(int fd)
+{
+	struct stat st;
+
+	return fd >= 0 && fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* Offered by number in our segment: nothing is sent.  A unix socket in
+ * flight (SCM_RIGHTS) makes every unix socket closed anywhere on the
+ * host, until it is received, queue the kernel's garbage collector, and
+ * its receipt is a wake-up of the peer's progress thread: an event loop's
+ * connection per request paid both each time.  The peer takes the
+ * descriptor when it first has a byte to write (take_offer). */
+static int offer_app_fd(struct shm_qp *qp, int fd)
+{
+	struct shm_ctrl *c = qp->me.ctrl;
+	uint64_t ino = ino_of(fd), page_ino;
+	int page, gen;
+
+	if (!ino)
+		return -errno;
+	page = sdp_wakeword_share(&gen);
+	page_ino = ino_of(page);
+	atomic_store_explicit(&c->app_offer_ino, ino, memory_order_relaxed);
+	atomic_store_explicit(&c->page_offer_ino, page_ino,
+			      memory_order_relaxed);
+	atomic_store_explicit(&c->page_offer_fd,
+			      page_ino ? (uint32_t)page + 1 : 0,
+			      memory_order_relaxed);
+	/* Last, with release: a peer that reads the number reads the inodes
+	 * too.  One that looks before it is written (0) wakes us through
+	 * the progress doorbell once, and takes it at its next message. */
+	atomic_store_explicit(&c->app_offer_fd, (uint32_t)fd + 1,
+			      memory_order_release);
+	qp->ww_gen = page_ino ? gen : -1;
+	return 0;
+}
 
 int sdp__shm_share_app_fd(struct sdp_qp *sq, int fd)
 {
@@ -71,6 +157,8 @@ int sdp__shm_share_app_fd(struct sdp_qp *sq, int fd)
 	if (qp->sock < 0 || atomic_load(&qp->err) ||
 	    atomic_load(&qp->state) != SHM_ESTABLISHED)
 		return -ENOTCONN;
+	if (fd >= 0 && peer_can_take(qp))
+		return offer_app_fd(qp, fd);
 	/* Our wake page goes with it, when we have one: the peer maps it
 	 * read-only (a connection whose peer has none never arms APP_WORD). */
 	fds[1] = sdp_wakeword_share(&gen);
@@ -255,6 +343,7 @@ void sdp__shm_drop_peer_app_fd(struct sdp_qp *sq)
 {
 	struct shm_qp *qp = SHM_QP(sq);
 
+	qp->peer_offer_taken = true;	/* not taken after this */
 	if (qp->peer_app_fd >= 0)
 		sdp_close(qp->peer_app_fd);
 	qp->peer_app_fd = -1;
@@ -286,6 +375,61 @@ static void take_app_fd(struct shm_qp *qp, int fd, int page_fd)
 		qp->peer_words = sdp_wakeword_map_peer(page_fd);
 		sdp_close(page_fd);
 	}
+}
+
+/* The peer's descriptor `num` (offered + 1), if it is the file `ino`. */
+static int take_one(int pidfd, uint32_t num, uint64_t ino)
+{
+	int fd;
+
+	if (!num || !ino || num > INT_MAX)
+		return -1;
+	fd = (int)syscall(SYS_pidfd_getfd, pidfd, (int)(num - 1), 0);
+	if (fd >= 0 && ino_of(fd) != ino) {
+		sdp_close(fd);	/* closed and the number reused since */
+		fd = -1;
+	}
+	return fd;
+}
+
+void sdp__shm_take_offer(struct shm_qp *qp)
+{
+	const struct shm_ctrl *pc = qp->peer.ctrl;
+	uint32_t num, page_num;
+	uint64_t ino, page_ino;
+	int fd, page = -1;
+
+	if (qp->peer_offer_taken || qp->peer_app_fd >= 0 || !pc)
+		return;
+	num = atomic_load_explicit(&pc->app_offer_fd, memory_order_acquire);
+	if (!num)
+		return;		/* not offered (yet, or by SCM_RIGHTS) */
+	qp->peer_offer_taken = true;
+	/* Read once: the peer may rewrite them any time. */
+	ino = atomic_load_explicit(&pc->app_offer_ino, memory_order_relaxed);
+	page_num = atomic_load_explicit(&pc->page_offer_fd,
+					memory_order_relaxed);
+	page_ino = atomic_load_explicit(&pc->page_offer_ino,
+					memory_order_relaxed);
+	/* Only from the process the kernel named at the handshake, and only
+	 * while it lives (a recycled pid is another process): never from a
+	 * pid the peer could write. */
+	if (qp->peer_uid == getuid() && qp->peer_pidfd < 0)
+		qp->peer_pidfd = sdp__shm_peer_pidfd_get(qp->peer_pid);
+	/* From a peer of our own user only, as the sharer decides. */
+	fd = qp->peer_uid == getuid() && qp->peer_pidfd >= 0 ?
+	     take_one(qp->peer_pidfd, num, ino) : -1;
+	if (fd < 0) {
+		/* Not ours to take after all: its application waits for a
+		 * byte, so ring its progress thread for every message. */
+		qp->peer_app_fd_lost = true;
+		return;
+	}
+	if (page_num)
+		page = take_one(qp->peer_pidfd, page_num, page_ino);
+	take_app_fd(qp, fd, page);
+	if (qp->peer_app_fd < 0)
+		qp->peer_app_fd_lost = true;
 }
 
 /* Read what the peer sent on the unix socket (doorbells, a shared app fd);

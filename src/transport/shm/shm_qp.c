@@ -185,6 +185,7 @@ int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_conn_req *r,
 	qp->summon_fd = qp->summon_ep = -1;
 	qp->peer_app_fd = -1;
 	qp->app_word = qp->ww_gen = -1;
+	qp->cm_pid = getpid();	/* this process sends the CM message */
 	if (seg_take_kept(qp, r) ||
 	    (dst && sdp__shm_keep_take_pair(qp, dst,
 					    roundup_pow2(attr->max_recv_wr))))
@@ -532,6 +533,8 @@ static enum sdp_wc_status do_send(struct shm_qp *qp,
 	atomic_store_explicit(&cqe->status, SHM_CQE_OK, memory_order_relaxed);
 	/* seq_cst: ordered before the peer's armed/waiters checks below. */
 	atomic_store(&p->ctrl->cq_prod, qp->peer_cons);
+	if ((wr->flags & SDP_SEND_SOLICITED) && qp->peer_app_fd < 0)
+		sdp__shm_take_offer(qp);
 	if ((wr->flags & SDP_SEND_SOLICITED) && qp->peer_app_fd_lost)
 		sdp__shm_wake_owner_nofd(p->ctrl, qp->sock);
 	else

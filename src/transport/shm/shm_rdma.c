@@ -95,7 +95,7 @@ static bool pidfd_exited(int fd)
 	return sdp_real.poll(&p, 1, 0) > 0;
 }
 
-static int peer_pidfd_get(pid_t pid)
+int sdp__shm_peer_pidfd_get(pid_t pid)
 {
 	struct pidfd_ent *t;
 	int fd;
@@ -186,7 +186,8 @@ void sdp__shm_rdma_probe(struct shm_qp *qp)
 	}
 	qp->caps.rdma = 1;
 	qp->caps.rdma_reason[0] = '\0';
-	qp->peer_pidfd = peer_pidfd_get(qp->peer_pid);
+	if (qp->peer_pidfd < 0)	/* or taken for the peer's offer */
+		qp->peer_pidfd = sdp__shm_peer_pidfd_get(qp->peer_pid);
 }
 
 /* Has the peer process exited?  (No pidfd support: rely on the socket.) */
