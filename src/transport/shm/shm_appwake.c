@@ -80,6 +80,19 @@ static int ptrace_scope(void)
 	return v;
 }
 
+/* pidfd_getfd (Linux 5.6) is there: asked once, with a bad pidfd. */
+static bool getfd_supported(void)
+{
+	static _Atomic int known = -1;
+	int v = atomic_load_explicit(&known, memory_order_relaxed);
+
+	if (v < 0) {
+		v = syscall(SYS_pidfd_getfd, -1, 0, 0) < 0 && errno != ENOSYS;
+		atomic_store_explicit(&known, v, memory_order_relaxed);
+	}
+	return v;
+}
+
 /* Can the peer take our descriptors with pidfd_getfd?  The kernel lets a
  * process into another (PTRACE_MODE_ATTACH_REALCREDS) when its real ids
  * are all of the target's ids and the target is dumpable; the peer knows
@@ -92,6 +105,7 @@ static bool peer_can_take(const struct shm_qp *qp)
 	gid_t rg, eg, sg;
 
 	if (qp->cm_pid != getpid() || ptrace_scope() > 0 ||
+	    !getfd_supported() ||
 	    getresuid(&ru, &eu, &su) || getresgid(&rg, &eg, &sg))
 		return false;
 	return ru == qp->peer_uid && eu == qp->peer_uid &&
