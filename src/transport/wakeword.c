@@ -213,6 +213,25 @@ out:
 	return page;
 }
 
+const _Atomic uint64_t *sdp_wakeword_peer_mapped(uint64_t ino)
+{
+	const _Atomic uint64_t *page = NULL;
+
+	if (!ino)
+		return NULL;
+	pthread_mutex_lock(&peer_lock);
+	for (size_t i = 0; i < npeers; i++) {
+		if ((uint64_t)peers[i].ino == ino) {
+			if (peers[i].refs++ == 0)
+				npeers_idle--;
+			page = peers[i].page;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&peer_lock);
+	return page;
+}
+
 void sdp_wakeword_unmap_peer(const _Atomic uint64_t *page)
 {
 	if (!page)

@@ -463,12 +463,17 @@ static void test_handover_stale_app_fd(void)
 static void test_appwake_offered_by_number(void)
 {
 	const struct sdp_app_wake_ops *aw = T->app_wake;
+	const _Atomic uint64_t *words = NULL;
 	struct sdp_wc wc[4];
 	struct pair p;
 	int app[2];
 	char b;
 
-	for (int hostile = 0; hostile < 2; hostile++) {
+	/* Twice honest (the second takes the wake page mapped for the
+	 * first, not a descriptor), then hostile. */
+	for (int round = 0; round < 3; round++) {
+		int hostile = round == 2;
+
 		pair_up(&p, 2, 2);
 		T->ack_events(p.s);
 		CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0,
@@ -482,6 +487,10 @@ static void test_appwake_offered_by_number(void)
 		CHECK_EQ(send_buf(p.s, 9, "x", 1, SDP_SEND_SOLICITED), 0);
 		if (!hostile) {
 			CHECK(SHM_QP(p.s)->peer_app_fd >= 0);
+			CHECK(SHM_QP(p.s)->peer_words != NULL);
+			if (round == 1)
+				CHECK(SHM_QP(p.s)->peer_words == words);
+			words = SHM_QP(p.s)->peer_words;
 			CHECK(fd_readable(app[0], TMO));
 			CHECK_EQ(recv(app[0], &b, 1, MSG_DONTWAIT), 1);
 		} else {

@@ -409,9 +409,11 @@ static int take_one(int pidfd, uint32_t num, uint64_t ino)
 void sdp__shm_take_offer(struct shm_qp *qp)
 {
 	const struct shm_ctrl *pc = qp->peer.ctrl;
+	const _Atomic uint64_t *words = NULL;
 	uint32_t num, page_num;
 	uint64_t ino, page_ino;
 	int fd, page = -1;
+	bool ours;
 
 	if (qp->peer_offer_taken || qp->peer_app_fd >= 0 || !pc)
 		return;
@@ -428,10 +430,11 @@ void sdp__shm_take_offer(struct shm_qp *qp)
 	/* Only from the process the kernel named at the handshake, and only
 	 * while it lives (a recycled pid is another process): never from a
 	 * pid the peer could write. */
-	if (qp->peer_uid == getuid() && qp->peer_pidfd < 0)
-		qp->peer_pidfd = sdp__shm_peer_pidfd_get(qp->peer_pid);
 	/* From a peer of our own user only, as the sharer decides. */
-	fd = qp->peer_uid == getuid() && qp->peer_pidfd >= 0 ?
+	ours = qp->peer_uid == getuid();
+	if (ours && qp->peer_pidfd < 0)
+		qp->peer_pidfd = sdp__shm_peer_pidfd_get(qp->peer_pid);
+	fd = ours && qp->peer_pidfd >= 0 ?
 	     take_one(qp->peer_pidfd, num, ino) : -1;
 	if (fd < 0) {
 		/* Not ours to take after all: its application waits for a
@@ -439,11 +442,17 @@ void sdp__shm_take_offer(struct shm_qp *qp)
 		qp->peer_app_fd_lost = true;
 		return;
 	}
-	if (page_num)
+	/* The peer's wake page is one per process: mapped already for an
+	 * earlier connection with it, it is not taken again. */
+	if (page_num && !(words = sdp_wakeword_peer_mapped(page_ino)))
 		page = take_one(qp->peer_pidfd, page_num, page_ino);
 	take_app_fd(qp, fd, page);
 	if (qp->peer_app_fd < 0)
 		qp->peer_app_fd_lost = true;
+	if (words && qp->peer_app_fd >= 0 && !qp->peer_words)
+		qp->peer_words = words;
+	else
+		sdp_wakeword_unmap_peer(words);
 }
 
 /* Read what the peer sent on the unix socket (doorbells, a shared app fd);
