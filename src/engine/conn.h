@@ -310,6 +310,8 @@ struct sdp_conn {
 	atomic_uchar in_timer;
 	unsigned timer_full:1;		/* armed for more than a hold's
 					 * deadline (progress.c) */
+	unsigned timer_missed:1;	/* armed before it was registered:
+					 * listed at registration */
 	struct sdp_conn *acc_next;	/* listener accept queue */
 
 	struct sdp_conn_stats stats;

@@ -267,7 +267,7 @@ const struct sdp_qp_events sdp_progress_qp_events = {
 
 int sdp_progress_add_conn(struct sdp_conn *c)
 {
-	int r;
+	int r, missed;
 
 	r = progress_init();
 	if (r < 0)
@@ -296,7 +296,15 @@ int sdp_progress_add_conn(struct sdp_conn *c)
 	if (P.conns)
 		P.conns->prev = c;
 	P.conns = c;
+	/* A timer asked for before it was ours (the answer taken above,
+	 * with data held back): listed now. */
+	missed = c->timer_missed;
+	c->timer_missed = 0;
+	if (missed)
+		timer_list_add_locked(c, 1);
 	pthread_mutex_unlock(&P.lock);
+	if (missed && !sdp_in_progress_thread)
+		sdp_progress_wake();
 	/* Anything that arrived before the QP was armed is handled now:
 	 * the peer may have sent before we listened for its doorbell. */
 	while (SDP_TP(c->qp)->req_notify(c->qp) > 0)
@@ -363,8 +371,10 @@ static void release_listeners(void)
  * hold's deadline (Nagle, cork), which costs nothing until it is due. */
 static void timer_list_add_locked(struct sdp_conn *c, int full)
 {
-	if (!c->ev_live)	/* not ours to service (or not yet) */
+	if (!c->ev_live) {	/* not ours to service (or not yet) */
+		c->timer_missed = 1;
 		return;
+	}
 	if (full)
 		c->timer_full = 1;
 	if (c->in_timer)

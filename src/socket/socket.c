@@ -664,6 +664,7 @@ int sdp_sock_pair(struct sdp_sock *s)
 
 int sdp_sock_kernel_watch(struct sdp_sock *s)
 {
+	struct sdp_listen *l = NULL;
 	struct sdp_conn *c = NULL;
 	int r;
 
@@ -682,10 +683,18 @@ int sdp_sock_kernel_watch(struct sdp_sock *s)
 	} else {
 		/* A connection made later reads it at its first arm. */
 		atomic_store(&s->ready.kwatched, true);
-		if (s->kind == SDP_SK_LISTEN && s->lsn)
-			sdp_listen_kernel_watch(s->lsn);
+		if (s->kind == SDP_SK_LISTEN && s->lsn) {
+			l = s->lsn;
+			sdp_listen_get(l);
+		}
 	}
 	pthread_mutex_unlock(&s->lock);
+	if (l) {
+		/* Not under s->lock: a fork holds every listener's lock, and
+		 * the child would inherit the socket's locked. */
+		sdp_listen_kernel_watch(l);
+		sdp_listen_put(l);
+	}
 	if (!c)
 		return 0;
 	/* Armed quietly until now: armed loudly, with our descriptor handed

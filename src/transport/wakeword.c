@@ -213,7 +213,7 @@ out:
 	return page;
 }
 
-const _Atomic uint64_t *sdp_wakeword_peer_mapped(uint64_t ino)
+const _Atomic uint64_t *sdp_wakeword_peer_mapped(uint64_t dev, uint64_t ino)
 {
 	const _Atomic uint64_t *page = NULL;
 
@@ -221,7 +221,8 @@ const _Atomic uint64_t *sdp_wakeword_peer_mapped(uint64_t ino)
 		return NULL;
 	pthread_mutex_lock(&peer_lock);
 	for (size_t i = 0; i < npeers; i++) {
-		if ((uint64_t)peers[i].ino == ino) {
+		if ((uint64_t)peers[i].ino == ino &&
+		    (uint64_t)peers[i].dev == dev) {
 			if (peers[i].refs++ == 0)
 				npeers_idle--;
 			page = peers[i].page;

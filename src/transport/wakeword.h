@@ -73,10 +73,10 @@ sdp_wakeword_at(const _Atomic uint64_t *page, uint32_t slot)
  * the page or NULL; the descriptor is not consumed. */
 const _Atomic uint64_t *sdp_wakeword_map_peer(int fd);
 void sdp_wakeword_unmap_peer(const _Atomic uint64_t *page);
-/* The peer page of inode `ino` if one is mapped already (a connection to
- * the same process had it): a reference, as sdp_wakeword_map_peer gives,
- * with no descriptor needed.  Pages are memfds, one file system: the
- * inode names one.  NULL if none. */
-const _Atomic uint64_t *sdp_wakeword_peer_mapped(uint64_t ino);
+/* The peer page of file (dev, ino) if one is mapped already (a
+ * connection to the same process had it): a reference, as
+ * sdp_wakeword_map_peer gives, with no descriptor needed.  NULL if
+ * none. */
+const _Atomic uint64_t *sdp_wakeword_peer_mapped(uint64_t dev, uint64_t ino);
 
 #endif

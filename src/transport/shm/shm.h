@@ -124,10 +124,12 @@ struct shm_ctrl {
 					 * word says whether to wake */
 	/* Owner: its readiness descriptor and wake page offered by number,
 	 * for the peer to take with pidfd_getfd (shm_appwake.c): numbers
-	 * + 1 (0: not offered), and the inodes the peer checks them by.
+	 * + 1 (0: not offered), and the inodes (and the page's device) the
+	 * peer checks them by.
 	 * The inodes are written first, app_offer_fd last. */
 	_Atomic uint64_t app_offer_ino;
 	_Atomic uint64_t page_offer_ino;
+	_Atomic uint64_t page_offer_dev;
 	_Atomic uint32_t page_offer_fd;
 	_Atomic uint32_t app_offer_fd;
 };

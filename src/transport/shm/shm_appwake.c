@@ -80,14 +80,24 @@ static int ptrace_scope(void)
 	return v;
 }
 
-/* pidfd_getfd (Linux 5.6) is there: asked once, with a bad pidfd. */
+/* pidfd_getfd (Linux 5.6) works in this process: tried once. */
 static bool getfd_supported(void)
 {
 	static _Atomic int known = -1;
 	int v = atomic_load_explicit(&known, memory_order_relaxed);
 
 	if (v < 0) {
-		v = syscall(SYS_pidfd_getfd, -1, 0, 0) < 0 && errno != ENOSYS;
+		/* Our own pidfd's descriptor, through our own pidfd: what a
+		 * seccomp filter or a missing system call refuses shows here
+		 * (a filter on the peer's side alone does not). */
+		int pfd = (int)syscall(SYS_pidfd_open, getpid(), 0), fd;
+
+		fd = pfd >= 0 ? (int)syscall(SYS_pidfd_getfd, pfd, pfd, 0) : -1;
+		v = fd >= 0;
+		if (fd >= 0)
+			sdp_real.close(fd);
+		if (pfd >= 0)
+			sdp_real.close(pfd);
 		atomic_store_explicit(&known, v, memory_order_relaxed);
 	}
 	return v;
@@ -104,8 +114,8 @@ static bool peer_can_take(const struct shm_qp *qp)
 	uid_t ru, eu, su;
 	gid_t rg, eg, sg;
 
-	if (qp->cm_pid != getpid() || ptrace_scope() > 0 ||
-	    !getfd_supported() ||
+	if (qp->cm_pid != getpid() || qp->peer_pid <= 0 ||
+	    ptrace_scope() > 0 || !getfd_supported() ||
 	    getresuid(&ru, &eu, &su) || getresgid(&rg, &eg, &sg))
 		return false;
 	return ru == qp->peer_uid && eu == qp->peer_uid &&
@@ -114,11 +124,15 @@ static bool peer_can_take(const struct shm_qp *qp)
 	       prctl(PR_GET_DUMPABLE) == 1;
 }
 
-static uint64_t ino_of(int fd)
+static uint64_t ino_of(int fd, uint64_t *dev)
 {
 	struct stat st;
 
-	return fd >= 0 && fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return 0;
+	if (dev)
+		*dev = (uint64_t)st.st_dev;
+	return (uint64_t)st.st_ino;
 }
 
 /* Offered by number in our segment: nothing is sent.  A unix socket in
@@ -130,14 +144,16 @@ static uint64_t ino_of(int fd)
 static int offer_app_fd(struct shm_qp *qp, int fd)
 {
 	struct shm_ctrl *c = qp->me.ctrl;
-	uint64_t ino = ino_of(fd), page_ino;
+	uint64_t ino = ino_of(fd, NULL), page_ino, page_dev = 0;
 	int page, gen;
 
 	if (!ino)
 		return -errno;
 	page = sdp_wakeword_share(&gen);
-	page_ino = ino_of(page);
+	page_ino = ino_of(page, &page_dev);
 	atomic_store_explicit(&c->app_offer_ino, ino, memory_order_relaxed);
+	atomic_store_explicit(&c->page_offer_dev, page_dev,
+			      memory_order_relaxed);
 	atomic_store_explicit(&c->page_offer_ino, page_ino,
 			      memory_order_relaxed);
 	atomic_store_explicit(&c->page_offer_fd,
@@ -399,7 +415,7 @@ static int take_one(int pidfd, uint32_t num, uint64_t ino)
 	if (!num || !ino || num > INT_MAX)
 		return -1;
 	fd = (int)syscall(SYS_pidfd_getfd, pidfd, (int)(num - 1), 0);
-	if (fd >= 0 && ino_of(fd) != ino) {
+	if (fd >= 0 && ino_of(fd, NULL) != ino) {
 		sdp_close(fd);	/* closed and the number reused since */
 		fd = -1;
 	}
@@ -411,7 +427,7 @@ void sdp__shm_take_offer(struct shm_qp *qp)
 	const struct shm_ctrl *pc = qp->peer.ctrl;
 	const _Atomic uint64_t *words = NULL;
 	uint32_t num, page_num;
-	uint64_t ino, page_ino;
+	uint64_t ino, page_ino, page_dev;
 	int fd, page = -1;
 	bool ours;
 
@@ -427,11 +443,14 @@ void sdp__shm_take_offer(struct shm_qp *qp)
 					memory_order_relaxed);
 	page_ino = atomic_load_explicit(&pc->page_offer_ino,
 					memory_order_relaxed);
+	page_dev = atomic_load_explicit(&pc->page_offer_dev,
+					memory_order_relaxed);
 	/* Only from the process the kernel named at the handshake, and only
 	 * while it lives (a recycled pid is another process): never from a
 	 * pid the peer could write. */
 	/* From a peer of our own user only, as the sharer decides. */
-	ours = qp->peer_uid == getuid();
+	ours = qp->peer_uid == getuid() && qp->peer_gid == getgid() &&
+	       qp->peer_pid > 0;
 	if (ours && qp->peer_pidfd < 0)
 		qp->peer_pidfd = sdp__shm_peer_pidfd_get(qp->peer_pid);
 	fd = ours && qp->peer_pidfd >= 0 ?
@@ -444,7 +463,7 @@ void sdp__shm_take_offer(struct shm_qp *qp)
 	}
 	/* The peer's wake page is one per process: mapped already for an
 	 * earlier connection with it, it is not taken again. */
-	if (page_num && !(words = sdp_wakeword_peer_mapped(page_ino)))
+	if (page_num && !(words = sdp_wakeword_peer_mapped(page_dev, page_ino)))
 		page = take_one(qp->peer_pidfd, page_num, page_ino);
 	take_app_fd(qp, fd, page);
 	if (qp->peer_app_fd < 0)
