@@ -170,6 +170,20 @@ static struct peer_page *peers;
 static size_t npeers, peers_cap, npeers_idle;
 static uint64_t idle_clock;
 
+/* A reference to the mapped page of file (dev, ino), or NULL. */
+static const _Atomic uint64_t *peer_ref_locked(uint64_t dev, uint64_t ino)
+{
+	for (size_t i = 0; i < npeers; i++) {
+		if ((uint64_t)peers[i].dev == dev &&
+		    (uint64_t)peers[i].ino == ino) {
+			if (peers[i].refs++ == 0)
+				npeers_idle--;
+			return peers[i].page;
+		}
+	}
+	return NULL;
+}
+
 const _Atomic uint64_t *sdp_wakeword_map_peer(int fd)
 {
 	const int need = F_SEAL_SHRINK | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
@@ -182,15 +196,10 @@ const _Atomic uint64_t *sdp_wakeword_map_peer(int fd)
 	    st.st_size != SDP_WAKEWORD_BYTES)
 		return NULL;
 	pthread_mutex_lock(&peer_lock);
-	for (size_t i = 0; i < npeers; i++) {
-		if (peers[i].dev == st.st_dev && peers[i].ino == st.st_ino) {
-			/* Checked when it was mapped: seals never come off. */
-			if (peers[i].refs++ == 0)
-				npeers_idle--;
-			page = peers[i].page;
-			goto out;
-		}
-	}
+	/* Checked when it was mapped: seals never come off. */
+	page = peer_ref_locked((uint64_t)st.st_dev, (uint64_t)st.st_ino);
+	if (page)
+		goto out;
 	seals = sdp_real.fcntl(fd, F_GET_SEALS);
 	if (seals < 0 || (seals & need) != need)
 		goto out;	/* it could shrink under us: SIGBUS */
@@ -220,15 +229,7 @@ const _Atomic uint64_t *sdp_wakeword_peer_mapped(uint64_t dev, uint64_t ino)
 	if (!ino)
 		return NULL;
 	pthread_mutex_lock(&peer_lock);
-	for (size_t i = 0; i < npeers; i++) {
-		if ((uint64_t)peers[i].ino == ino &&
-		    (uint64_t)peers[i].dev == dev) {
-			if (peers[i].refs++ == 0)
-				npeers_idle--;
-			page = peers[i].page;
-			break;
-		}
-	}
+	page = peer_ref_locked(dev, ino);
 	pthread_mutex_unlock(&peer_lock);
 	return page;
 }

@@ -382,10 +382,11 @@ void sdp__shm_drop_peer_app_fd(struct sdp_qp *sq)
 }
 
 /* The peer's descriptors arrived: keep them if they are what they claim
- * to be (its readiness socket, and maybe its wake page). */
-static void take_app_fd(struct shm_qp *qp, int fd, int page_fd)
+ * to be (its readiness socket, of inode `ino` if known already, and maybe
+ * its wake page). */
+static void take_app_fd(struct shm_qp *qp, int fd, uint64_t ino,
+			int page_fd)
 {
-	struct stat st;
 	int type = 0;
 	socklen_t len = sizeof(type);
 
@@ -398,8 +399,7 @@ static void take_app_fd(struct shm_qp *qp, int fd, int page_fd)
 		return;
 	}
 	qp->peer_app_fd = sdp_fd_high(fd);
-	qp->peer_app_ino = fstat(qp->peer_app_fd, &st) == 0 ?
-			   (uint64_t)st.st_ino : 0;
+	qp->peer_app_ino = ino ? ino : ino_of(qp->peer_app_fd, NULL);
 	if (page_fd >= 0) {
 		/* Not a sealed page: the peer's APP_WORD arms wake always. */
 		qp->peer_words = sdp_wakeword_map_peer(page_fd);
@@ -465,7 +465,7 @@ void sdp__shm_take_offer(struct shm_qp *qp)
 	 * earlier connection with it, it is not taken again. */
 	if (page_num && !(words = sdp_wakeword_peer_mapped(page_dev, page_ino)))
 		page = take_one(qp->peer_pidfd, page_num, page_ino);
-	take_app_fd(qp, fd, page);
+	take_app_fd(qp, fd, ino, page);
 	if (qp->peer_app_fd < 0)
 		qp->peer_app_fd_lost = true;
 	if (words && qp->peer_app_fd >= 0 && !qp->peer_words)
@@ -521,7 +521,7 @@ bool sdp__shm_read_doorbells(struct shm_qp *qp)
 			}
 			memcpy(fds, CMSG_DATA(cm), (size_t)n * sizeof(int));
 			if (data[0] == APPWAKE_TAG) {
-				take_app_fd(qp, fds[0], fds[1]);
+				take_app_fd(qp, fds[0], 0, fds[1]);
 			} else {	/* nothing else carries fds */
 				sdp_close(fds[0]);
 				if (fds[1] >= 0)
