@@ -558,9 +558,9 @@ static void test_keep_given_up(void)
 	l = listener_with_pair(&port);
 	l2 = listener_new(&port2);
 	a = sin4("127.0.0.1", port2);
-	/* 16 more kept by the listener only: these clients never see their
-	 * connection established, so they keep nothing. */
-	for (int i = 0; i < 16; i++) {
+	/* A poolful more kept by the listener only: these clients never see
+	 * their connection established, so they keep nothing. */
+	for (int i = 0; i < SHM_KEEP_PER_ROLE; i++) {
 		struct sdp_qp *c = qp_new(8), *s;
 
 		CHECK_EQ(T->connect(c, NULL, (struct sockaddr *)&a, sizeof(a),
@@ -580,10 +580,47 @@ static void test_keep_given_up(void)
 	T->close_listener(l);
 }
 
+/* A burst of connections open at once (8 clients at 11,000 a second keep
+ * dozens in flight) is taken back whole: every pair of the burst is kept
+ * and taken again by the next burst, so none makes a new segment (each
+ * one was a memfd, a mapping and, at its end, an munmap's TLB
+ * shootdown). */
+static void test_keep_burst(void)
+{
+	enum { BURST = 40 };
+	static struct pair ps[BURST];
+	struct keep_counts k0, k1;
+	struct sdp_listener *l;
+	int port;
+
+	l = listener_new(&port);
+	for (int round = 0; round < 2; round++) {
+		int both = 0;
+
+		k0 = keep_now();
+		for (int i = 0; i < BURST; i++) {
+			pair_on(&ps[i], l, port, true);
+			both += ps[i].c && SHM_QP(ps[i].c)->offer_mine != 0;
+		}
+		k1 = keep_now();
+		/* The second burst takes back every pair of the first: the
+		 * listener its segments, the clients theirs. */
+		if (round == 1) {
+			CHECK_EQ(k1.taken - k0.taken, BURST);
+			CHECK_EQ(both, BURST);
+		}
+		for (int i = 0; i < BURST; i++)
+			if (ps[i].s)
+				pair_end(&ps[i], i & 1);
+	}
+	T->close_listener(l);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
 		{ test_keep_same_process, "kept listener segment: taken again, reset" },
+		{ test_keep_burst, "kept pairs: a burst of 40 connections taken back whole" },
 		{ test_keep_other_process, "kept segment: not for another process" },
 		{ test_keep_not_while_peer_lives, "kept segment: not while its client's QP lives" },
 		{ test_keep_retry, "kept pair: RETRY from another listener, old peer's writes unseen" },

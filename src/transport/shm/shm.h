@@ -435,7 +435,12 @@ int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_conn_req *r,
 int sdp__shm_seg_renew(struct shm_qp *qp);
 
 /* shm_keep.c: a listener's segment kept for the next connection of the
- * same client process. */
+ * same client process.  Pairs kept per role (client, listener): a pair
+ * is whole again only once the peer's QP on it is gone, which a server's
+ * progress thread may finish some milliseconds after the close, so a
+ * burst of connections (8 clients at 11,000 a second) keeps dozens in
+ * flight; with 16, 4% of them made and unmapped new segments. */
+#define SHM_KEEP_PER_ROLE 64
 /* Client, at create_qp: both segments of the pair kept from a connection
  * to `dst`, if the listener keeps its own too, as qp->me (reset) and
  * kept_peer, offer, offer_mine; true if so. */

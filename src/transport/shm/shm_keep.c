@@ -32,8 +32,9 @@
  * it (and fork() children that inherited a mapping of it: their family),
  * so no third process ever shares a connection's memory.  QPs that a
  * fork() shared are never kept; a fork() child forgets what its parent
- * kept.  Bounds: 16 pairs per role, the oldest given up first, and none
- * idle for more than a second when the pool is next used.
+ * kept.  Bounds: SHM_KEEP_PER_ROLE pairs per role, the oldest given up
+ * first, and none idle for more than a second when the pool is next used
+ * (a few aged out at each use).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -45,7 +46,8 @@
 #include "base/atfork.h"
 #include "transport/shm/shm.h"
 
-#define KEEP_PER_ROLE 16
+#define KEEP_PER_ROLE SHM_KEEP_PER_ROLE
+#define KEEP_AGE_BATCH 8	/* pairs aged out per use of the pool */
 #define KEEP_IDLE_MS 1000
 #define KEEP_DESTS 8		/* addresses whose RETRY rate is known */
 #define KEEP_DEST_WINDOW 32	/* pairs named, over which it is counted */
@@ -79,9 +81,10 @@ static pthread_once_t keep_once = PTHREAD_ONCE_INIT;
 static atomic_ulong keep_kept, keep_taken;
 static uint64_t keep_order;
 
-/* Segments to unmap once the lock is dropped. */
+/* Segments to unmap once the lock is dropped: the pairs aged out, and
+ * one more pair (or one segment) the caller gives up. */
 struct unmaps {
-	struct shm_seg seg[4 * KEEP_PER_ROLE + 2];
+	struct shm_seg seg[2 * KEEP_AGE_BATCH + 2];
 	int n;
 };
 
@@ -132,7 +135,9 @@ static void pool_lock(struct unmaps *u)
 	u->n = 0;
 	pthread_once(&keep_once, keep_init);
 	pthread_mutex_lock(&keep_lock);
-	for (size_t i = 0; i < 2 * KEEP_PER_ROLE; i++) {
+	/* A few at a time: the rest go at the next use. */
+	for (size_t i = 0; i < 2 * KEEP_PER_ROLE &&
+			   u->n < 2 * KEEP_AGE_BATCH; i++) {
 		struct kept *k = &keep_tab[i];
 
 		if (k->used && now - k->since_ms > KEEP_IDLE_MS)
@@ -218,6 +223,31 @@ static struct kept *client_pair_locked(const struct shm_addr *dst)
 	return best;
 }
 
+/* The newest pair to `dst` whose both sides are free again: the
+ * listener kept its side, and its QP on our segment is gone (`released`,
+ * which it writes before it keeps its side), so ours is ours to reset.
+ * Under a burst of connections the newest pair is often still in use by
+ * the listener's last QP while older ones are whole. */
+static struct kept *whole_pair_locked(const struct shm_addr *dst,
+				      uint32_t depth, uint32_t region_size)
+{
+	struct kept *best = NULL;
+
+	for (size_t i = 0; i < 2 * KEEP_PER_ROLE; i++) {
+		struct kept *k = &keep_tab[i];
+
+		if (!k->used || !k->client || !same_addr(&k->dst, dst) ||
+		    !listener_kept(k) ||
+		    !atomic_load(&k->mine.ctrl->released) ||
+		    k->mine.depth != depth ||
+		    k->mine.region_size != region_size)
+			continue;
+		if (!best || k->order > best->order)
+			best = k;
+	}
+	return best;
+}
+
 static void offer_listener_seg(struct shm_qp *qp, struct kept *k)
 {
 	qp->kept_peer = k->theirs;
@@ -236,12 +266,9 @@ bool sdp__shm_keep_take_pair(struct shm_qp *qp, const struct shm_addr *dst,
 
 	pool_lock(&u);
 	d = dest_locked(dst, now);
-	k = d->off_until_ms > now ? NULL : client_pair_locked(dst);
-	/* Its own segment is ours to reset once the listener's QP is gone
-	 * (`released`, which it writes before it keeps its side). */
-	if (k && listener_kept(k) && atomic_load(&k->mine.ctrl->released) &&
-	    k->mine.depth == depth &&
-	    k->mine.region_size == qp->attr.recv_region_size) {
+	k = d->off_until_ms > now ? NULL :
+	    whole_pair_locked(dst, depth, qp->attr.recv_region_size);
+	if (k) {
 		sdp__shm_keep_reset(&k->mine, k->mr_used);
 		qp->me = k->mine;
 		qp->offer_mine = k->mine.nonce;
