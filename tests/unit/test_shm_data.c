@@ -506,6 +506,69 @@ static void test_appwake_offered_by_number(void)
 	}
 }
 
+/* The peer in WRITING, standing in for a waker preempted inside its
+ * send(): it lands the byte after `hold_ms`. */
+struct writing_peer {
+	struct shm_ctrl *c;
+	int hold_ms;
+	_Atomic int landed;
+};
+
+static void *writing_peer_main(void *arg)
+{
+	struct writing_peer *w = arg;
+
+	usleep((useconds_t)w->hold_ms * 1000);
+	atomic_store(&w->landed, 1);
+	sdp__shm_app_written(w->c, APP_WRITTEN);
+	return NULL;
+}
+
+static uint64_t thread_cpu_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* A disarm that finds the peer's readiness byte in flight (WRITING)
+ * waits for it to land.  The waker is often a process preempted right
+ * after it claimed the word, by the very application its byte woke: a
+ * yield does not hand the CPU back to a waker the scheduler will not run
+ * yet, so a yielding disarm spun for whole slices (a PostgreSQL backend
+ * per connection spent a tenth of its CPU there).  It sleeps until the
+ * byte lands, and wakes as soon as it has. */
+static void test_disarm_sleeps_while_byte_in_flight(void)
+{
+	const struct sdp_app_wake_ops *aw = T->app_wake;
+	struct writing_peer w = { .hold_ms = 30 };
+	uint64_t cpu0, t0, cpu_us, wall_ms;
+	pthread_t th;
+	struct pair p;
+
+	pair_up(&p, 2, 2);
+	w.c = SHM_QP(p.c)->me.ctrl;
+	CHECK_EQ(aw->app_arm(p.c, 1), 0);
+	atomic_store(&w.c->app_armed, APP_WRITING);	/* the peer claimed it */
+	CHECK_EQ(pthread_create(&th, NULL, writing_peer_main, &w), 0);
+	cpu0 = thread_cpu_us();
+	t0 = sdp__shm_now_ms();
+	CHECK_EQ(aw->app_arm(p.c, 0), 1);	/* a byte came */
+	cpu_us = thread_cpu_us() - cpu0;
+	wall_ms = sdp__shm_now_ms() - t0;
+	CHECK(atomic_load(&w.landed));
+	CHECK_EQ(atomic_load(&w.c->app_armed), APP_IDLE);
+	CHECK(wall_ms < 100);	/* woken when it landed, not timed out */
+	if (cpu_us >= 5000)
+		fprintf(stderr, "disarm burnt %llu us of CPU over %llu ms\n",
+			(unsigned long long)cpu_us,
+			(unsigned long long)wall_ms);
+	CHECK(cpu_us < 5000);
+	pthread_join(th, NULL);
+	pair_down(&p);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -517,6 +580,7 @@ int main(void)
 		{ test_local_completion_notify, "local completions notify the engine" },
 		{ test_handover_stale_app_fd, "handover: a readiness fd named but not held is lost" },
 		{ test_appwake_offered_by_number, "readiness fd offered by number, taken once, checked" },
+		{ test_disarm_sleeps_while_byte_in_flight, "a disarm sleeps while the peer's byte is in flight" },
 	};
 
 	return shm_run_tests(tests, sizeof(tests) / sizeof(tests[0]));

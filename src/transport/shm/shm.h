@@ -37,11 +37,12 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC	0x314d48535044534cULL	/* "LSDPSHM1" */
-#define SHM_VERSION	7	/* 3: receives are tagged (shm_qp.c);
+#define SHM_VERSION	8	/* 3: receives are tagged (shm_qp.c);
 				 * 4: app_slot, wake words (wakeword.h);
 				 * 5: the rings before the MR table;
 				 * 6: segment pairs kept (shm_keep.c);
-				 * 7: readiness offered by number */
+				 * 7: readiness offered by number;
+				 * 8: a disarm sleeps out WRITING */
 #define SHM_MAX_MR	256		/* rkey low byte = table index */
 #define SHM_MAX_DEPTH	65536		/* ring entries */
 #define SHM_MAX_REGION	(1u << 30)	/* receive region bytes */
@@ -113,6 +114,9 @@ struct shm_ctrl {
 					 * sleeps on its readiness fd; the
 					 * next solicited send writes a byte
 					 * there (shm_appwake.c) */
+	_Atomic uint32_t app_waiting;	/* owner: threads asleep on app_armed
+					 * until the peer's byte in flight
+					 * lands (WRITING, shm_appwake.c) */
 	_Atomic uint32_t closed;	/* peer disconnected or failed */
 	_Atomic uint32_t released;	/* peer: its QP is gone, it writes
 					 * here no more (shm_keep.c) */
@@ -488,6 +492,8 @@ void sdp__shm_wake_owner_seg(struct shm_ctrl *c, int sock, int app_fd,
  * this process (the caller rings the doorbell). */
 bool sdp__shm_read_doorbells(struct shm_qp *qp);
 int sdp__shm_app_word(struct sdp_qp *qp, int handle);
+/* A waker leaves WRITING for `v` (shm_appwake.c). */
+void sdp__shm_app_written(struct shm_ctrl *c, uint32_t v);
 int sdp__shm_app_wake(struct shm_ctrl *c, int app_fd,
 		       const _Atomic uint64_t *words, uint32_t published);
 void sdp__shm_wake_self(struct shm_qp *qp, bool force_event);

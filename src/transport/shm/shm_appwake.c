@@ -34,7 +34,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <sched.h>
+#include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -50,11 +50,9 @@
 
 #define APPWAKE_TAG 'A'		/* doorbells are one '\0' byte */
 
-
 /* A waker in WRITING is inside one non-blocking send(): microseconds,
  * unless preempted (on a busy host, a few scheduler slices).  Past this
- * long it is taken as dead.  A time, not a count of yields: beside a busy
- * CPU each yield can give that CPU away for a whole slice. */
+ * long it is taken as dead.  The owner sleeps meanwhile (wait_written). */
 #define APPWAKE_WRITING_MAX_MS 100
 
 /* Yama's ptrace_scope (0 where the module is absent): above 0, only an
@@ -222,6 +220,26 @@ int sdp__shm_app_word(struct sdp_qp *sq, int handle)
 	return 1;
 }
 
+/* The peer's byte is in flight (WRITING): sleep until it lands, at most
+ * `ms`.  Not a yield: the waker is typically a process that the byte's
+ * wake-up preempted right after it claimed the word, and a yield does not
+ * hand the CPU back to a task the scheduler will not run yet (EEVDF
+ * eligibility), so yielding spun for whole slices.  The waker wakes us
+ * (sdp__shm_app_written) only when the count says somebody sleeps. */
+static void wait_written(struct shm_ctrl *c, uint64_t ms)
+{
+	struct timespec ts = {
+		.tv_sec = (time_t)(ms / 1000),
+		.tv_nsec = (long)(ms % 1000) * 1000000L,
+	};
+
+	atomic_fetch_add(&c->app_waiting, 1);
+	if (atomic_load(&c->app_armed) == APP_WRITING)
+		syscall(SYS_futex, &c->app_armed, FUTEX_WAIT, APP_WRITING,
+			&ts, NULL, 0);
+	atomic_fetch_sub(&c->app_waiting, 1);
+}
+
 int sdp__shm_app_arm(struct sdp_qp *sq, int on)
 {
 	struct shm_ctrl *c = SHM_QP(sq)->me.ctrl;
@@ -268,7 +286,8 @@ int sdp__shm_app_arm(struct sdp_qp *sq, int on)
 			if (!since)
 				since = now;
 			if (now - since < APPWAKE_WRITING_MAX_MS) {
-				sched_yield();
+				wait_written(c, APPWAKE_WRITING_MAX_MS -
+						(now - since));
 				continue;
 			}
 		}
@@ -312,6 +331,15 @@ static bool word_says_quiet(struct shm_ctrl *c, const _Atomic uint64_t *words,
 	       (*word == woke_word && *val == woke_word_val);
 }
 
+void sdp__shm_app_written(struct shm_ctrl *c, uint32_t v)
+{
+	/* seq_cst store, then the count: against the owner's count, then
+	 * look (wait_written), one of us sees the other. */
+	atomic_store(&c->app_armed, v);
+	if (atomic_load(&c->app_waiting))
+		sdp__shm_futex_wake(&c->app_armed);
+}
+
 int sdp__shm_app_wake(struct shm_ctrl *c, int app_fd,
 		       const _Atomic uint64_t *words, uint32_t published)
 {
@@ -349,7 +377,7 @@ int sdp__shm_app_wake(struct shm_ctrl *c, int app_fd,
 		 * for another reason): a byte now would announce nothing,
 		 * and an application woken to read nothing gets EAGAIN,
 		 * which some programs (wrk) count as an error. */
-		atomic_store(&c->app_armed, v);
+		sdp__shm_app_written(c, v);
 		return 1;
 	}
 	atomic_store_explicit(&c->app_woke_upto, published,
@@ -358,14 +386,14 @@ int sdp__shm_app_wake(struct shm_ctrl *c, int app_fd,
 	if (r < 0 && (errno == EBADF || errno == ENOTSOCK)) {
 		/* Not a descriptor of this process (any more): nobody was
 		 * woken.  The caller rings the progress doorbell instead. */
-		atomic_store(&c->app_armed, v);
+		sdp__shm_app_written(c, v);
 		return -1;
 	}
 	/* Full: readable anyway; the peer's end gone: a reset. */
 	woke_id = id;
 	woke_word = word;
 	woke_word_val = val;
-	atomic_store(&c->app_armed, APP_WRITTEN);
+	sdp__shm_app_written(c, APP_WRITTEN);
 	return 1;
 }
 
