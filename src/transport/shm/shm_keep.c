@@ -223,11 +223,10 @@ static struct kept *client_pair_locked(const struct shm_addr *dst)
 	return best;
 }
 
-/* The newest pair to `dst` whose both sides are free again: the
- * listener kept its side, and its QP on our segment is gone (`released`,
- * which it writes before it keeps its side), so ours is ours to reset.
- * Under a burst of connections the newest pair is often still in use by
- * the listener's last QP while older ones are whole. */
+/* The newest pair to `dst`, of the size asked, whose both sides are free
+ * again: the listener kept its side, and its QP on our segment is gone
+ * (`released`, which it writes before it keeps its side; both are read,
+ * as the listener can write either), so ours is ours to reset. */
 static struct kept *whole_pair_locked(const struct shm_addr *dst,
 				      uint32_t depth, uint32_t region_size)
 {
