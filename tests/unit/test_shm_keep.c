@@ -9,6 +9,8 @@
  */
 #include "shm_harness.h"
 
+#include <sys/mman.h>
+
 /* ---- tests: kept listener segments (shm_keep.c) ------------------------- */
 
 struct keep_counts {
@@ -616,11 +618,64 @@ static void test_keep_burst(void)
 	T->close_listener(l);
 }
 
+/* Pages resident of the `len` bytes at `p` (a shared mapping). */
+static int resident(void *p, size_t len)
+{
+	unsigned char v[REGION / 4096];
+	int n = 0;
+
+	CHECK(len <= sizeof(v) * 4096);
+	CHECK_EQ(mincore(p, len, v), 0);
+	for (size_t i = 0; i < len / 4096; i++)
+		n += v[i] & 1;
+	return n;
+}
+
+/* A kept pair gives back the receive region's pages of a connection that
+ * received more than SHM_KEEP_RESIDENT (an idle pool of 64 pairs per
+ * role would otherwise hold whole regions), and keeps those of a short
+ * one, whose next connection then faults none in. */
+static void test_keep_gives_pages_back(void)
+{
+	static uint8_t big[RBUF];
+	struct sdp_listener *l;
+	struct sdp_wc wc[16];
+	struct pair p;
+	void *region;
+	int port;
+
+	l = listener_new(&port);
+	for (int bulk = 0; bulk < 2; bulk++) {
+		pair_on(&p, l, port, true);
+		if (!p.s)
+			break;
+		/* Bulk: the client fills 16 receives of the server, twice. */
+		for (int round = 0; bulk && round < 2; round++) {
+			CHECK_EQ(post_recvs(p.s, 0, 16, 3000), 0);
+			for (int i = 0; i < 16; i++) {
+				memset(big, i + round, sizeof(big));
+				CHECK_EQ(send_buf(p.c, i, big, sizeof(big), 0),
+					 0);
+			}
+			CHECK_EQ(poll_n(p.s, wc, 16), 16);
+		}
+		region = SHM_QP(p.s)->me.region;
+		CHECK(resident(region, REGION) > 0);
+		pair_end(&p, false);	/* both kept: the region stays mapped */
+		if (bulk)
+			CHECK_EQ(resident(region, REGION), 0);
+		else
+			CHECK(resident(region, REGION) > 0);
+	}
+	T->close_listener(l);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
 		{ test_keep_same_process, "kept listener segment: taken again, reset" },
 		{ test_keep_burst, "kept pairs: a burst of 40 connections taken back whole" },
+		{ test_keep_gives_pages_back, "kept pair: a bulk connection's region pages given back" },
 		{ test_keep_other_process, "kept segment: not for another process" },
 		{ test_keep_not_while_peer_lives, "kept segment: not while its client's QP lives" },
 		{ test_keep_retry, "kept pair: RETRY from another listener, old peer's writes unseen" },

@@ -321,6 +321,8 @@ struct shm_qp {
 	uint32_t nfree;
 	uint32_t rq_prod;		/* receives posted */
 	uint32_t rq_done;		/* receive completions returned */
+	uint64_t rx_bytes;		/* bytes those brought: a bound on the
+					 * region's pages the peer touched */
 	bool rx_bad;			/* completion ring no longer trusted */
 
 	struct sdp_wc *lcq;		/* [attr.max_send_wr] local completions */
@@ -445,6 +447,10 @@ int sdp__shm_seg_renew(struct shm_qp *qp);
  * burst of connections (8 clients at 11,000 a second) keeps dozens in
  * flight; with 16, 4% of them made and unmapped new segments. */
 #define SHM_KEEP_PER_ROLE 64
+/* A pair kept from a connection that received more than this gives its
+ * receive region's pages back (an idle pool stays small); one that
+ * received less keeps them, so the next connection faults none in. */
+#define SHM_KEEP_RESIDENT (64u * 1024)
 /* Client, at create_qp: both segments of the pair kept from a connection
  * to `dst`, if the listener keeps its own too, as qp->me (reset) and
  * kept_peer, offer, offer_mine; true if so. */

@@ -40,6 +40,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -404,6 +405,12 @@ void sdp__shm_keep_park(struct shm_qp *qp)
 
 	if (!may_keep(qp))
 		return;
+	/* Pages the peer filled stay resident in a kept pair until the
+	 * next connection takes it, however long that is: past a bound,
+	 * give them back (the file keeps its size; a hole reads as zero). */
+	if (qp->rx_bytes > SHM_KEEP_RESIDENT)
+		madvise(qp->me.region, ((size_t)qp->me.region_size + 4095) &
+				       ~(size_t)4095, MADV_REMOVE);
 	if (store(&e)) {
 		memset(&qp->me, 0, sizeof(qp->me));
 		memset(&qp->peer, 0, sizeof(qp->peer));

@@ -716,6 +716,7 @@ static bool recv_from_ring(struct shm_qp *qp, struct sdp_wc *wc)
 	}
 	wc->status = SDP_WC_SUCCESS;
 	wc->wr_id = rwr_retire(qp, tag);
+	qp->rx_bytes += len;
 	/* Messages up to app_woke_upto were announced to our application
 	 * by the peer's readiness byte (wrapping compare). */
 	if ((int32_t)(atomic_load_explicit(&qp->me.ctrl->app_woke_upto,
