@@ -506,12 +506,65 @@ out:
 	T->close_listener(l);
 }
 
+/* A listener that processes share (fork) takes each connection from the
+ * kernel's queue and waits for its Hello in accept().  A local user who
+ * queues silent connections must not stall that accept() for a second
+ * each (a pre-forked server would serve nobody while they last): the wait
+ * is bounded per accept(), and a real client queued behind three silent
+ * ones is taken within that one bound. */
+static void test_shared_listener_silent_clients(void)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	uint8_t priv[SDP_CM_PRIV_MAX];
+	struct sdp_conn_req *req = NULL;
+	struct sockaddr_in a;
+	struct sdp_listener *l;
+	struct sdp_qp *c;
+	uint64_t t0, dt;
+	int port, n, r, raw[3];
+	uint32_t plen = 0;
+
+	l = listener_new(&port);
+	CHECK(T->share_listener(l) >= 0);
+	n = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1,
+		     "libsdp/v1/4/127.0.0.1/%d", port);
+	for (int i = 0; i < 3; i++) {
+		raw[i] = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+		CHECK_EQ(connect(raw[i], (struct sockaddr *)&sun,
+				 offsetof(struct sockaddr_un, sun_path) + 1 +
+				 n), 0);
+	}
+	a = sin4("127.0.0.1", port);
+	c = qp_new(0);
+	CHECK_EQ(T->connect(c, NULL, (struct sockaddr *)&a, sizeof(a), "hey",
+			    3), 0);
+	t0 = now_ms();
+	do {
+		plen = sizeof(priv);
+		r = T->take_request(l, &req, priv, &plen);
+	} while (r == -EAGAIN && now_ms() - t0 < 10000);
+	dt = now_ms() - t0;
+	CHECK_EQ(r, 0);
+	CHECK_EQ(plen, 3);
+	if (dt >= 2000)
+		fprintf(stderr, "took %llu ms behind three silent clients\n",
+			(unsigned long long)dt);
+	CHECK(dt < 2000);	/* a second for each of them: 3 s */
+	if (r == 0)
+		T->reject(req);
+	T->destroy_qp(c);
+	for (int i = 0; i < 3; i++)
+		close(raw[i]);
+	T->close_listener(l);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
 		{ test_bind, "bind, ephemeral port, EADDRINUSE, conflicts" },
 		{ test_refused, "connect to nothing: REJECTED; non-local: ENETUNREACH" },
 		{ test_reject_and_halfopen, "reject; half-open and junk clients" },
+		{ test_shared_listener_silent_clients, "shared listener: silent clients stall accept() once, not each" },
 		{ test_addresses_and_backlog, "addresses (v4, v6, dual stack), backlog full" },
 		{ test_fork_handshake_and_send, "fork: handshake, SEND sizes, streaming" },
 		{ test_peer_destroy, "fork: peer destroy -> completions then flush" },

@@ -11,8 +11,11 @@
  * get EAGAIN from the kernel, exactly as with a TCP listener.
  *
  * The client sends its Hello right after connect() returns, so it is there
- * or about to be; a client that stalls between the two costs the accepting
- * process at most SHM_HELLO_WAIT_MS and is then dropped (refused).
+ * or about to be; a client that stalls between the two is dropped
+ * (refused).  The wait is bounded per accept(), not per connection: a
+ * local user who queues silent connections stalls one accept() for
+ * SHM_HELLO_WAIT_MS at most, not that long for each of them
+ * (docs/SECURITY.md).
  */
 #include <errno.h>
 #include <poll.h>
@@ -45,18 +48,17 @@ int sdp__shm_share_listener(struct sdp_listener *sl)
 	return l->sock;
 }
 
-/* Wait for the Hello of a just-accepted connection (see the top comment). */
-static int hello_wait(int s)
+/* Wait for the Hello of a just-accepted connection until `end` (see the
+ * top comment); past it, only one already there is taken. */
+static int hello_wait(int s, uint64_t end)
 {
 	struct pollfd p = { .fd = s, .events = POLLIN };
-	uint64_t end = sdp__shm_now_ms() + SHM_HELLO_WAIT_MS, now;
+	uint64_t now;
 	int n;
 
 	for (;;) {
 		now = sdp__shm_now_ms();
-		if (now >= end)
-			return -ETIMEDOUT;
-		n = sdp_real.poll(&p, 1, (int)(end - now));
+		n = sdp_real.poll(&p, 1, now >= end ? 0 : (int)(end - now));
 		if (n > 0)
 			return 0;
 		if (n == 0)
@@ -66,8 +68,8 @@ static int hello_wait(int s)
 	}
 }
 
-static int take_one(struct shm_listener *l, int s, struct sdp_conn_req **out,
-		    void *priv, uint32_t *priv_len)
+static int take_one(struct shm_listener *l, int s, uint64_t end,
+		    struct sdp_conn_req **out, void *priv, uint32_t *priv_len)
 {
 	struct shm_conn_req *r;
 	uint16_t type = 0;
@@ -78,7 +80,7 @@ static int take_one(struct shm_listener *l, int s, struct sdp_conn_req **out,
 	/* SO_PASSCRED comes from the listener (sdp__shm_listen).  A Hello
 	 * naming a pair we do not keep is answered RETRY once. */
 	for (int tries = 0;; tries++) {
-		err = hello_wait(s);
+		err = hello_wait(s, end);
 		if (!err)
 			err = sdp__shm_recv_msg(s, &type, priv, &len, &h, NULL);
 		if (!err)
@@ -103,6 +105,7 @@ int sdp__shm_take_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 			  void *priv, uint32_t *priv_len)
 {
 	struct shm_listener *l = SHM_L(sl);
+	uint64_t end = sdp__shm_now_ms() + SHM_HELLO_WAIT_MS;
 	int r, tries;
 
 	if (!l->shared)
@@ -127,7 +130,7 @@ int sdp__shm_take_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
 		}
 		s = sdp_fd_high(s);
-		r = take_one(l, s, out, priv, priv_len);
+		r = take_one(l, s, end, out, priv, priv_len);
 		if (r == 0)
 			return 0;
 		sdp_close(s);	/* the client sees its connect refused */
