@@ -445,7 +445,8 @@ int sdp__shm_seg_renew(struct shm_qp *qp);
  * is whole again only once the peer's QP on it is gone, which a server's
  * progress thread may finish some milliseconds after the close, so a
  * burst of connections (8 clients at 11,000 a second) keeps dozens in
- * flight; with 16, 4% of them made and unmapped new segments. */
+ * flight; with 16, from 4% to most of them, run to run, made and
+ * unmapped new segments. */
 #define SHM_KEEP_PER_ROLE 64
 /* A pair kept from a connection that received more than this gives its
  * receive region's pages back (an idle pool stays small); one that
