@@ -2,7 +2,7 @@
 # Install the Debian packages libsdp needs to build and test, if missing.
 # Runs apt-get as root (directly, or through sudo when available).
 set -eu
-pkgs="gcc make cmake ninja-build pkg-config libc6-dev python3 procps iproute2 util-linux rdma-core libibverbs-dev librdmacm-dev ibverbs-providers iperf3 iperf sockperf redis-server redis-tools nginx wrk curl socat netcat-openbsd strace memcached libmemcached-tools haproxy apache2 apache2-utils vsftpd"
+pkgs="gcc make cmake ninja-build pkg-config libc6-dev python3 procps iproute2 util-linux rdma-core libibverbs-dev librdmacm-dev ibverbs-providers iperf3 iperf sockperf redis-server redis-tools nginx wrk curl socat netcat-openbsd strace memcached libmemcached-tools haproxy apache2 apache2-utils vsftpd postgresql postgresql-client"
 [ -n "${SDP_EXTRA_PKGS:-}" ] && pkgs="$pkgs $SDP_EXTRA_PKGS"
 missing=""
 for p in $pkgs; do

@@ -355,7 +355,7 @@ selected "itest/fallback" && show_known "itest/fallback"
 # the preload, against the non-sanitized build only.  A check listed in the
 # script's KNOWN_FAILURES prints "not ok ... # TODO known failure" and does
 # not fail the test; those lines are shown after its PASS.
-SDP_PROGRAMS="iperf3 iperf sockperf redis python socat netcat nginx rsync sshd git-daemon node memcached chain apache vsftpd"
+SDP_PROGRAMS="iperf3 iperf sockperf redis python socat netcat nginx rsync sshd git-daemon node memcached chain apache vsftpd postgres"
 for p in $SDP_PROGRAMS; do
 	name="programs/$p"
 	selected "$name" || continue
