@@ -464,6 +464,7 @@ static void test_appwake_offered_by_number(void)
 {
 	const struct sdp_app_wake_ops *aw = T->app_wake;
 	const _Atomic uint64_t *words = NULL;
+	unsigned long opened = 0;
 	struct sdp_wc wc[4];
 	struct pair p;
 	int app[2];
@@ -488,8 +489,14 @@ static void test_appwake_offered_by_number(void)
 		if (!hostile) {
 			CHECK(SHM_QP(p.s)->peer_app_fd >= 0);
 			CHECK(SHM_QP(p.s)->peer_words != NULL);
-			if (round == 1)
+			/* The next connection with the same process takes
+			 * its offer through the pidfd opened for the first. */
+			if (round == 0)
+				opened = sdp__shm_peer_pidfd_opened();
+			if (round == 1) {
 				CHECK(SHM_QP(p.s)->peer_words == words);
+				CHECK_EQ(sdp__shm_peer_pidfd_opened(), opened);
+			}
 			words = SHM_QP(p.s)->peer_words;
 			CHECK(fd_readable(app[0], TMO));
 			CHECK_EQ(recv(app[0], &b, 1, MSG_DONTWAIT), 1);

@@ -535,6 +535,8 @@ void sdp__shm_rdma_probe(struct shm_qp *qp);
 int sdp__shm_peer_pidfd_get(pid_t pid);
 /* Release the qp->peer_pidfd the probe took (shared per peer process). */
 void sdp__shm_peer_pidfd_put(int fd);
+/* Tests: pidfds opened so far. */
+unsigned long sdp__shm_peer_pidfd_opened(void);
 int sdp__shm_reg_mr(struct sdp_qp *qp, void *addr, size_t len,
 		    unsigned access, struct sdp_mr **out);
 int sdp__shm_dereg_mr(struct sdp_qp *qp, struct sdp_mr *mr);

@@ -42,6 +42,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,17 +61,25 @@
  * thousand (docs/DESIGN.md, "Descriptors").  An entry is shared only while
  * its pidfd says the process lives: then no other process can hold that
  * pid, so it is the process the caller just identified.  A dead one is
- * left to its remaining users and a fresh pidfd is opened.
+ * left to its remaining users and a fresh pidfd is opened.  One that no
+ * connection uses any more stays open for the next connection with that
+ * process (a connection per request took a pidfd_open and two closes
+ * each time), up to PF_IDLE_MAX of them, the longest idle closed first.
  */
+#define PF_IDLE_MAX 8
+
 struct pidfd_ent {
 	pid_t pid;
 	int fd;
 	int refs;
+	uint64_t idle_order;	/* refs == 0: when it became idle */
 };
 
 static pthread_mutex_t pf_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pidfd_ent *pf_tab;
 static int pf_n, pf_cap;
+static uint64_t pf_idle_clock;
+static atomic_ulong pf_opened;		/* tests: pidfd_open calls */
 static pthread_once_t pf_once = PTHREAD_ONCE_INIT;
 
 static void pf_prepare(void)
@@ -103,14 +112,21 @@ int sdp__shm_peer_pidfd_get(pid_t pid)
 	pthread_once(&pf_once, pf_init);
 	pthread_mutex_lock(&pf_lock);
 	for (int i = 0; i < pf_n; i++) {
-		if (pf_tab[i].pid == pid && !pidfd_exited(pf_tab[i].fd)) {
+		if (pf_tab[i].pid != pid)
+			continue;
+		if (!pidfd_exited(pf_tab[i].fd)) {
 			pf_tab[i].refs++;
 			fd = pf_tab[i].fd;
 			pthread_mutex_unlock(&pf_lock);
 			return fd;
 		}
+		if (!pf_tab[i].refs) {	/* idle, and its process is gone */
+			sdp_close(pf_tab[i].fd);
+			pf_tab[i--] = pf_tab[--pf_n];
+		}
 	}
 	fd = sdp_fd_high((int)syscall(SYS_pidfd_open, pid, 0));
+	atomic_fetch_add(&pf_opened, 1);
 	if (fd >= 0 && pf_n == pf_cap) {
 		t = realloc(pf_tab, (size_t)(pf_cap ? pf_cap * 2 : 16) *
 				    sizeof(*t));
@@ -120,13 +136,32 @@ int sdp__shm_peer_pidfd_get(pid_t pid)
 		}
 	}
 	if (fd >= 0 && pf_n < pf_cap)
-		pf_tab[pf_n++] = (struct pidfd_ent){ pid, fd, 1 };
+		pf_tab[pf_n++] = (struct pidfd_ent){ pid, fd, 1, 0 };
 	else if (fd >= 0) {
 		sdp_close(fd);	/* no memory for the table: no guard */
 		fd = -1;
 	}
 	pthread_mutex_unlock(&pf_lock);
 	return fd;
+}
+
+/* pf_lock held: past PF_IDLE_MAX idle entries, close the longest idle. */
+static void pf_trim_idle_locked(void)
+{
+	int idle = 0, oldest = -1;
+
+	for (int i = 0; i < pf_n; i++) {
+		if (pf_tab[i].refs)
+			continue;
+		idle++;
+		if (oldest < 0 ||
+		    pf_tab[i].idle_order < pf_tab[oldest].idle_order)
+			oldest = i;
+	}
+	if (idle > PF_IDLE_MAX) {
+		sdp_close(pf_tab[oldest].fd);
+		pf_tab[oldest] = pf_tab[--pf_n];
+	}
 }
 
 void sdp__shm_peer_pidfd_put(int fd)
@@ -138,12 +173,17 @@ void sdp__shm_peer_pidfd_put(int fd)
 		if (pf_tab[i].fd != fd)
 			continue;
 		if (--pf_tab[i].refs == 0) {
-			sdp_close(fd);
-			pf_tab[i] = pf_tab[--pf_n];
+			pf_tab[i].idle_order = ++pf_idle_clock;
+			pf_trim_idle_locked();
 		}
 		break;
 	}
 	pthread_mutex_unlock(&pf_lock);
+}
+
+unsigned long sdp__shm_peer_pidfd_opened(void)
+{
+	return atomic_load(&pf_opened);
 }
 
 void sdp__shm_rdma_probe(struct shm_qp *qp)
