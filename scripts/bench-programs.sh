@@ -9,7 +9,9 @@
 # request, "Connection: close": the connection setup rate; and that again with
 # nginx never under sdp_run: the cost of falling back); a Node.js http server
 # + wrk (1 KiB, keep-alive); Apache httpd (event MPM) + ab, 1 KiB file, with
-# keep-alive and with a new connection per request; memcached + memcaslap
+# keep-alive and with a new connection per request; PostgreSQL + pgbench -C
+# (a backend forked per connection, a connection per transaction);
+# memcached + memcaslap
 # (TPS); and a chain wrk -> haproxy -> nginx -> memcached (1 KiB value).
 # Prints one line per run and a table: median [min-max] per side and the
 # median ratio.  A run whose client reports errors (ab "Failed requests",
@@ -157,6 +159,38 @@ EOF
 	kill $s 2>/dev/null; wait $s 2>/dev/null
 }
 
+# PostgreSQL: a backend forked per connection, and pgbench -C: a
+# connection per transaction (read-only).  The cluster is made once per
+# invocation, as the postgres user when run as root (PostgreSQL refuses
+# root), with its own copy of the library and of sdp_run, which that user
+# can read.
+pg_run() { # side -> tps (nothing if a transaction failed)
+	local side=$1 p d bin as=() w=()
+	bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+	[ -x "$bin/postgres" ] || return 0
+	[ "$(id -u)" -eq 0 ] && as=(runuser -u postgres --)
+	d="$T/pg"
+	if [ ! -d "$d/data" ]; then
+		mkdir -p "$d/lib" "$d/bin"
+		cp -L "$B/lib/libsdp.so" "$d/lib/libsdp.so"
+		cp "$RUN" "$d/bin/sdp_run"
+		chmod -R a+rX "$d"
+		[ ${#as[@]} -gt 0 ] && chown postgres "$d"
+		"${as[@]}" "$bin/initdb" -D "$d/data" -A trust -U postgres >/dev/null 2>&1 || return 0
+	fi
+	p=$(free_port)
+	[ "$side" = sdp ] && w=(env SDP_RUN_LIBRARY="$d/lib/libsdp.so" bash "$d/bin/sdp_run")
+	"${as[@]}" "${w[@]}" "$bin/postgres" -D "$d/data" -p "$p" \
+		-c listen_addresses=127.0.0.1 -c unix_socket_directories= \
+		-c fsync=off -c max_connections=40 >"$d/server.log" 2>&1 & local s=$!
+	wait_port "$p"
+	pgbench -h 127.0.0.1 -p "$p" -U postgres -i -q postgres >/dev/null 2>&1
+	$(wrap "$side") pgbench -h 127.0.0.1 -p "$p" -U postgres -C -S -c 4 -j 2 -T 5 postgres 2>/dev/null |
+		awk '/number of failed transactions: [1-9]/ {bad=1} /^tps =/ {v=$3} END {if (!bad) print v}'
+	"${as[@]}" "$bin/pg_ctl" -D "$d/data" stop -m fast -w >/dev/null 2>&1
+	wait $s 2>/dev/null
+}
+
 memcached_run() { # side -> TPS
 	local p; p=$(free_port)
 	local -a u=(); [ "$(id -u)" = 0 ] && u=(-u root)
@@ -229,7 +263,7 @@ EOF
 }
 
 declare -A R
-BENCHES=(${BENCH_ONLY:-iperf3 sockperf redis-set redis-get nginx-1k nginx-1m nginx-workers-1k nginx-1k-c1000 nginx-1k-close nginx-1k-close-fallback node-http apache-ab-k apache-ab memcached chain})
+BENCHES=(${BENCH_ONLY:-iperf3 sockperf redis-set redis-get nginx-1k nginx-1m nginx-workers-1k nginx-1k-c1000 nginx-1k-close nginx-1k-close-fallback node-http apache-ab-k apache-ab pgbench-close memcached chain})
 one() { # bench side
 	case $1 in
 	iperf3) iperf3_run "$2" ;;
@@ -245,6 +279,7 @@ one() { # bench side
 	node-http) node_run "$2" ;;
 	apache-ab-k) apache_run "$2" -k -n 20000 -c 8 ;;
 	apache-ab) apache_run "$2" -n 5000 -c 8 ;;
+	pgbench-close) pg_run "$2" ;;
 	memcached) memcached_run "$2" ;;
 	chain) chain_run "$2" ;;
 	esac
@@ -265,7 +300,7 @@ for b in "${BENCHES[@]}"; do
 import statistics, sys
 b, p, s = sys.argv[1], [float(x) for x in sys.argv[2].split()], [float(x) for x in sys.argv[3].split()]
 f = lambda v: "%.2f [%.2f-%.2f]" % (statistics.median(v), min(v), max(v))
-unit = {"sockperf": "p50 us, lower is better", "iperf3": "Gbit/s", "memcached": "TPS"}.get(b, "req/s")
+unit = {"sockperf": "p50 us, lower is better", "iperf3": "Gbit/s", "memcached": "TPS", "pgbench-close": "tps"}.get(b, "req/s")
 print("%-18s %-26s %-26s %.2fx  (%s)" % (b, f(p), f(s), statistics.median(s) / statistics.median(p), unit))
 EOF
 done
