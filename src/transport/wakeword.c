@@ -27,6 +27,7 @@
 static pthread_mutex_t own_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t *own_page;	/* NULL until the first set */
 static int own_fd = -1;
+static uint64_t own_dev, own_ino;	/* its file, as peers check it */
 static bool own_failed;			/* no page to be had: don't retry */
 static uint64_t own_used[SDP_WAKEWORD_SLOTS / 64];
 /* Bumped by fork in the child: a handle names its process's page. */
@@ -40,6 +41,7 @@ static int own_create_locked(void)
 {
 	const int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE |
 			  F_SEAL_SEAL;
+	struct stat st;
 	void *p;
 	int fd;
 
@@ -55,10 +57,12 @@ static int own_create_locked(void)
 		 fd, 0);
 	if (p == MAP_FAILED)
 		goto fail;
-	if (sdp_real.fcntl(fd, F_ADD_SEALS, seals) < 0) {
+	if (sdp_real.fcntl(fd, F_ADD_SEALS, seals) < 0 || fstat(fd, &st) < 0) {
 		munmap(p, SDP_WAKEWORD_BYTES);
 		goto fail;
 	}
+	own_dev = (uint64_t)st.st_dev;
+	own_ino = (uint64_t)st.st_ino;
 	own_page = p;
 	own_fd = fd;
 	return 0;
@@ -129,7 +133,7 @@ bool sdp_wakeword_sleeping(int h)
 	return w && (atomic_load(w) & SDP_WAKEWORD_SLEEPERS);
 }
 
-int sdp_wakeword_share(int *gen)
+int sdp_wakeword_share(int *gen, uint64_t *dev, uint64_t *ino)
 {
 	int fd;
 
@@ -138,6 +142,10 @@ int sdp_wakeword_share(int *gen)
 		own_failed = true;
 	fd = own_fd;
 	*gen = (int)own_gen;
+	if (dev)
+		*dev = fd >= 0 ? own_dev : 0;
+	if (ino)
+		*ino = fd >= 0 ? own_ino : 0;
 	pthread_mutex_unlock(&own_lock);
 	return fd;
 }

@@ -52,8 +52,9 @@ void sdp_wakeword_sleep(int slot, int delta);
 bool sdp_wakeword_sleeping(int slot);
 
 /* The page's descriptor, to be handed to a peer (read-only for it), or -1
- * if this process can have none; *gen names the page. */
-int sdp_wakeword_share(int *gen);
+ * if this process can have none; *gen names the page, and *dev, *ino (if
+ * not NULL; 0 without a page) its file, as a peer checks it. */
+int sdp_wakeword_share(int *gen, uint64_t *dev, uint64_t *ino);
 /* Handle h is a slot of the page named gen (the one a peer was given). */
 bool sdp_wakeword_of_gen(int h, int gen);
 

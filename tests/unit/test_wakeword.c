@@ -60,7 +60,7 @@ static void test_own_page(void)
 	sdp_wakeword_sleep(-1, 1);
 	CHECK(!sdp_wakeword_sleeping(-1));
 
-	fd = sdp_wakeword_share(&gen);
+	fd = sdp_wakeword_share(&gen, NULL, NULL);
 	CHECK(fd >= 0);
 	CHECK(sdp_wakeword_of_gen(h1, gen));
 	CHECK(!sdp_wakeword_of_gen(h1, gen + 1));
@@ -93,7 +93,7 @@ static void test_own_page(void)
 /* A peer maps the page read-only, and only a sealed page of the right size. */
 static void test_peer_mapping(void)
 {
-	int gen, fd = sdp_wakeword_share(&gen), h = sdp_wakeword_alloc();
+	int gen, fd = sdp_wakeword_share(&gen, NULL, NULL), h = sdp_wakeword_alloc();
 	const _Atomic uint64_t *p1, *p2, *w;
 	void *rw;
 
@@ -150,7 +150,7 @@ static void test_peer_mapping(void)
 static void test_waker_obeys_word(void)
 {
 	struct shm_ctrl *c = calloc(1, sizeof(*c));
-	int gen, fd = sdp_wakeword_share(&gen), h = sdp_wakeword_alloc(), sp[2];
+	int gen, fd = sdp_wakeword_share(&gen, NULL, NULL), h = sdp_wakeword_alloc(), sp[2];
 	const _Atomic uint64_t *page;
 	uint32_t published = 1;
 
@@ -234,13 +234,13 @@ static void test_fork_own_page(void)
 	pid_t pid;
 
 	CHECK(parent_h >= 0);
-	CHECK(sdp_wakeword_share(&pgen) >= 0);
+	CHECK(sdp_wakeword_share(&pgen, NULL, NULL) >= 0);
 	pid = fork();
 	if (pid == 0) {
 		int h = sdp_wakeword_alloc(), cgen, bad = 0;
 
 		bad |= h < 0;
-		bad |= sdp_wakeword_share(&cgen) < 0;
+		bad |= sdp_wakeword_share(&cgen, NULL, NULL) < 0;
 		bad |= cgen == pgen;
 		bad |= sdp_wakeword_of_gen(h, pgen);
 		sdp_wakeword_sleep(parent_h, 1);	/* not ours: no-op */

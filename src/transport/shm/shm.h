@@ -482,6 +482,9 @@ bool sdp__shm_local_sge_ok(struct shm_qp *qp, const struct sdp_sge *sge,
 
 /* shm_wait.c */
 int sdp__shm_futex_wake(_Atomic uint32_t *word);
+/* Sleep while *word == val, at most `ms` (a word in a shared segment:
+ * not a private futex; no pthread_cancel point). */
+void sdp__shm_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ms);
 /* News for the owner of segment `c`: `app_fd` >= 0 (the owner's readiness
  * fd, for a solicited SEND) wakes its application directly when armed and
  * the owner has not yet taken all `published` completions; `words` is the

@@ -34,7 +34,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -122,15 +121,11 @@ static bool peer_can_take(const struct shm_qp *qp)
 	       prctl(PR_GET_DUMPABLE) == 1;
 }
 
-static uint64_t ino_of(int fd, uint64_t *dev)
+static uint64_t ino_of(int fd)
 {
 	struct stat st;
 
-	if (fd < 0 || fstat(fd, &st) < 0)
-		return 0;
-	if (dev)
-		*dev = (uint64_t)st.st_dev;
-	return (uint64_t)st.st_ino;
+	return fd >= 0 && fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
 /* Offered by number in our segment: nothing is sent.  A unix socket in
@@ -142,13 +137,12 @@ static uint64_t ino_of(int fd, uint64_t *dev)
 static int offer_app_fd(struct shm_qp *qp, int fd)
 {
 	struct shm_ctrl *c = qp->me.ctrl;
-	uint64_t ino = ino_of(fd, NULL), page_ino, page_dev = 0;
+	uint64_t ino = ino_of(fd), page_ino, page_dev;
 	int page, gen;
 
 	if (!ino)
 		return -errno;
-	page = sdp_wakeword_share(&gen);
-	page_ino = ino_of(page, &page_dev);
+	page = sdp_wakeword_share(&gen, &page_dev, &page_ino);
 	atomic_store_explicit(&c->app_offer_ino, ino, memory_order_relaxed);
 	atomic_store_explicit(&c->page_offer_dev, page_dev,
 			      memory_order_relaxed);
@@ -189,7 +183,7 @@ int sdp__shm_share_app_fd(struct sdp_qp *sq, int fd)
 		return offer_app_fd(qp, fd);
 	/* Our wake page goes with it, when we have one: the peer maps it
 	 * read-only (a connection whose peer has none never arms APP_WORD). */
-	fds[1] = sdp_wakeword_share(&gen);
+	fds[1] = sdp_wakeword_share(&gen, NULL, NULL);
 	if (fds[1] >= 0)
 		nfds = 2;
 	memset(&cbuf, 0, sizeof(cbuf));
@@ -228,15 +222,9 @@ int sdp__shm_app_word(struct sdp_qp *sq, int handle)
  * (sdp__shm_app_written) only when the count says somebody sleeps. */
 static void wait_written(struct shm_ctrl *c, uint64_t ms)
 {
-	struct timespec ts = {
-		.tv_sec = (time_t)(ms / 1000),
-		.tv_nsec = (long)(ms % 1000) * 1000000L,
-	};
-
 	atomic_fetch_add(&c->app_waiting, 1);
 	if (atomic_load(&c->app_armed) == APP_WRITING)
-		syscall(SYS_futex, &c->app_armed, FUTEX_WAIT, APP_WRITING,
-			&ts, NULL, 0);
+		sdp__shm_futex_wait(&c->app_armed, APP_WRITING, ms);
 	atomic_fetch_sub(&c->app_waiting, 1);
 }
 
@@ -427,7 +415,7 @@ static void take_app_fd(struct shm_qp *qp, int fd, uint64_t ino,
 		return;
 	}
 	qp->peer_app_fd = sdp_fd_high(fd);
-	qp->peer_app_ino = ino ? ino : ino_of(qp->peer_app_fd, NULL);
+	qp->peer_app_ino = ino ? ino : ino_of(qp->peer_app_fd);
 	if (page_fd >= 0) {
 		/* Not a sealed page: the peer's APP_WORD arms wake always. */
 		qp->peer_words = sdp_wakeword_map_peer(page_fd);
@@ -443,7 +431,7 @@ static int take_one(int pidfd, uint32_t num, uint64_t ino)
 	if (!num || !ino || num > INT_MAX)
 		return -1;
 	fd = (int)syscall(SYS_pidfd_getfd, pidfd, (int)(num - 1), 0);
-	if (fd >= 0 && ino_of(fd, NULL) != ino) {
+	if (fd >= 0 && ino_of(fd) != ino) {
 		sdp_close(fd);	/* closed and the number reused since */
 		fd = -1;
 	}
@@ -475,8 +463,8 @@ void sdp__shm_take_offer(struct shm_qp *qp)
 					memory_order_relaxed);
 	/* Only from the process the kernel named at the handshake, and only
 	 * while it lives (a recycled pid is another process): never from a
-	 * pid the peer could write. */
-	/* From a peer of our own user only, as the sharer decides. */
+	 * pid the peer could write; and only from a peer of our own user, as
+	 * the sharer decides. */
 	ours = qp->peer_uid == getuid() && qp->peer_gid == getgid() &&
 	       qp->peer_pid > 0;
 	if (ours && qp->peer_pidfd < 0)

@@ -58,6 +58,16 @@ int sdp__shm_futex_wake(_Atomic uint32_t *word)
 	return futex(word, FUTEX_WAKE, INT_MAX, NULL) < 0 ? -errno : 0;
 }
 
+void sdp__shm_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ms)
+{
+	struct timespec ts = {
+		.tv_sec = (time_t)(ms / 1000),
+		.tv_nsec = (long)(ms % 1000) * 1000000L,
+	};
+
+	futex(word, FUTEX_WAIT, val, &ts);
+}
+
 /* News for the owner of segment `c` (the peer, or a client we reject):
  * bump its seq, wake its sleepers; else write its application's readiness
  * byte on `app_fd` if that is armed (shm_appwake.c), else ring its progress
