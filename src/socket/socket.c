@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/cancel.h"
@@ -446,6 +447,33 @@ static void accept_cancelled(void *arg)
 	sdp_sock_put(h->s);
 }
 
+/* How long a blocking accept() waits for a real connection after ones that
+ * were not (see accept_any). */
+#define SDP_ACCEPT_ABORT_MS 1000
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* poll() is one of glibc's cancellation points: a pthread_cancel acts in
+ * it, and the handler drops what the call holds.  -EINTR, 0 or 1. */
+static int accept_poll(struct pollfd *p, int ms, struct accept_held *held)
+{
+	int r;
+
+	if (sdp_cancel_kernel_wait_begin())
+		return -EINTR;
+	pthread_cleanup_push(accept_cancelled, held);
+	r = poll(p, 1, ms);
+	pthread_cleanup_pop(0);
+	sdp_cancel_kernel_wait_end();
+	return r < 0 && errno == EINTR ? -EINTR : r;
+}
+
 /*
  * Wait for an SDP connection or, on a "both" listener, a kernel TCP one.
  * Returns 0 with *c set, a TCP descriptor (> 0), or -errno.
@@ -454,8 +482,10 @@ static int accept_any(struct sdp_sock *s, int fd, struct sdp_listen *l,
 		      int flags, struct sdp_conn **c, struct sockaddr *sa,
 		      socklen_t *len)
 {
-	int nonblock = atomic_load(&s->nonblock), r;
+	int nonblock = atomic_load(&s->nonblock), r, tmo;
 	struct accept_held held = { s, l };
+	int64_t abort_by = -1;
+	bool aborted;
 
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
@@ -470,7 +500,10 @@ static int accept_any(struct sdp_sock *s, int fd, struct sdp_listen *l,
 			continue;
 		}
 		r = sdp_listen_accept(l, 1, 0, c);
-		if (r != -EAGAIN)
+		/* A shared listener's readiness was connections that did
+		 * not become one (silent, held for a late Hello, or bad). */
+		aborted = r == -ECONNABORTED;
+		if (r != -EAGAIN && !aborted)
 			return r;
 		r = sdp_listen_accept_tcp(l, flags);
 		if (r >= 0) {
@@ -490,21 +523,35 @@ static int accept_any(struct sdp_sock *s, int fd, struct sdp_listen *l,
 		}
 		if (r != -EAGAIN || nonblock)
 			return r;
+		/* TCP's accept() never blocks for long after a readiness
+		 * that a connection made, and a program that sleeps in
+		 * select() with its signals blocked between two (the
+		 * PostgreSQL postmaster) relies on it.  After connections
+		 * that were none (silent ones, held for a late Hello, or bad)
+		 * a blocking accept() waits for a real one up to
+		 * SDP_ACCEPT_ABORT_MS, then says the connection was aborted,
+		 * as POSIX allows.  A held connection makes the descriptor
+		 * readable once its Hello comes (shm_share.c). */
+		if (aborted && abort_by < 0)
+			abort_by = now_ms() + SDP_ACCEPT_ABORT_MS;
+		tmo = s->rcvtimeo_ms ? s->rcvtimeo_ms : -1;
+		if (abort_by >= 0) {
+			int64_t left = abort_by - now_ms();
+
+			if (left <= 0)
+				return -ECONNABORTED;
+			if (tmo < 0 || left < tmo)
+				tmo = (int)left;
+		}
 		/* The descriptor is an epoll set over every queue (lsnfd.c);
 		 * after a wake-up another process may win the race: then we
-		 * find nothing and sleep again, as TCP's accept does.  poll()
-		 * is one of glibc's cancellation points: a pthread_cancel acts
-		 * in it, and the handler drops what the call holds. */
-		if (sdp_cancel_kernel_wait_begin())
-			return -EINTR;
-		pthread_cleanup_push(accept_cancelled, &held);
-		r = poll(&p, 1, s->rcvtimeo_ms ? s->rcvtimeo_ms : -1);
-		pthread_cleanup_pop(0);
-		sdp_cancel_kernel_wait_end();
-		if (r < 0 && errno == EINTR)
+		 * find nothing and sleep again, as TCP's accept does. */
+		r = accept_poll(&p, tmo, &held);
+		if (r == -EINTR)
 			return -EINTR;
 		if (r == 0)
-			return -EAGAIN;
+			return abort_by >= 0 && now_ms() >= abort_by ?
+			       -ECONNABORTED : -EAGAIN;
 	}
 }
 

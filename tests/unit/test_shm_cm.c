@@ -542,7 +542,8 @@ static void test_shared_listener_silent_clients(void)
 	do {
 		plen = sizeof(priv);
 		r = T->take_request(l, &req, priv, &plen);
-	} while (r == -EAGAIN && now_ms() - t0 < 10000);
+	} while ((r == -EAGAIN || r == -ECONNABORTED) &&
+		 now_ms() - t0 < 10000);
 	dt = now_ms() - t0;
 	CHECK_EQ(r, 0);
 	CHECK_EQ(plen, 3);
@@ -558,6 +559,173 @@ static void test_shared_listener_silent_clients(void)
 	T->close_listener(l);
 }
 
+
+/* A raw client of the shared listener's name that says nothing (yet): bound
+ * to a client's name, as a real one is, so that the listener can tell its
+ * address once it speaks. */
+static int silent_client(int port, int cport)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX }, me = sun;
+	int n, m, s = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+
+	n = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1,
+		     "libsdp/v1/4/127.0.0.1/%d", port);
+	m = snprintf(me.sun_path + 1, sizeof(me.sun_path) - 1,
+		     "libsdp/v1/c4/127.0.0.1/%d", cport);
+	CHECK_EQ(bind(s, (struct sockaddr *)&me,
+		      offsetof(struct sockaddr_un, sun_path) + 1 + m), 0);
+	CHECK_EQ(connect(s, (struct sockaddr *)&sun,
+			 offsetof(struct sockaddr_un, sun_path) + 1 + n), 0);
+	return s;
+}
+
+/* take_request until it gives one or `ms` pass; -ECONNABORTED: it took
+ * connections that did not become a request. */
+static int take_within(struct sdp_listener *l, uint64_t ms,
+		       struct sdp_conn_req **req, uint32_t *plen)
+{
+	uint8_t priv[SDP_CM_PRIV_MAX];
+	uint64_t t0 = now_ms();
+	int r;
+
+	do {
+		*plen = sizeof(priv);
+		r = T->take_request(l, req, priv, plen);
+	} while ((r == -EAGAIN || r == -ECONNABORTED) &&
+		 now_ms() - t0 < ms);
+	return r;
+}
+
+static bool readable(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, ms) == 1;
+}
+
+/* A local user who queues a silent connection before each real one: the
+ * first costs accept() its wait, the next ones almost nothing (a second
+ * each before). */
+static void test_shared_listener_silent_each_time(void)
+{
+	struct sdp_conn_req *req = NULL;
+	struct sockaddr_in a;
+	struct sdp_listener *l;
+	struct sdp_qp *c[5];
+	uint64_t t0, dt;
+	int port, raw[5];
+	uint32_t plen;
+
+	l = listener_new(&port);
+	CHECK(T->share_listener(l) >= 0);
+	a = sin4("127.0.0.1", port);
+	t0 = now_ms();
+	for (int i = 0; i < 5; i++) {
+		raw[i] = silent_client(port, 64000 + i);
+		c[i] = qp_new(0);
+		CHECK_EQ(T->connect(c[i], NULL, (struct sockaddr *)&a,
+				    sizeof(a), "hey", 3), 0);
+		CHECK_EQ(take_within(l, 10000, &req, &plen), 0);
+		CHECK_EQ(plen, 3);
+		T->reject(req);
+	}
+	dt = now_ms() - t0;
+	if (dt >= 2500)
+		fprintf(stderr, "took %llu ms for 5 clients behind silent "
+			"ones\n", (unsigned long long)dt);
+	CHECK(dt < 2500);	/* 5 s before */
+	for (int i = 0; i < 5; i++) {
+		T->destroy_qp(c[i]);
+		close(raw[i]);
+	}
+	T->close_listener(l);
+}
+
+/* A client whose Hello comes after accept() stopped waiting for it is held,
+ * not refused: the next accept() takes it.  Its Hello is a real one, read
+ * off a private listener that a real client connected to and passed on. */
+static void test_shared_listener_late_hello(void)
+{
+	union { char b[256]; struct cmsghdr a; } cb;
+	struct sdp_conn_req *req = NULL;
+	struct sdp_listener *l, *l2;
+	struct sockaddr_in a;
+	struct sdp_qp *c;
+	char buf[4096];
+	struct iovec iov = { buf, sizeof(buf) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = cb.b,
+			     .msg_controllen = sizeof(cb.b) };
+	int port, port2, silent, late, s2, k;
+	uint32_t plen;
+	uint64_t t0;
+	ssize_t n;
+
+	l = listener_new(&port);
+	k = T->share_listener(l);
+	CHECK(k >= 0);
+	CHECK(!readable(k, 0));
+	silent = silent_client(port, 64010);
+	CHECK(readable(k, 1000));
+	/* Waits a second for it, then holds it; the connection made the
+	 * descriptor readable, so accept() says it was aborted. */
+	CHECK_EQ(take_within(l, 0, &req, &plen), -ECONNABORTED);
+	CHECK(!readable(k, 0));
+	late = silent_client(port, 64011);
+	t0 = now_ms();
+	CHECK_EQ(take_within(l, 0, &req, &plen), -ECONNABORTED);
+	CHECK(now_ms() - t0 < 500);	/* after a silent one: no long wait */
+	CHECK(!readable(k, 0));
+	CHECK_EQ(take_within(l, 0, &req, &plen), -EAGAIN);
+
+	/* The real Hello, from a client of another listener. */
+	l2 = listener_new(&port2);
+	a = sin4("127.0.0.1", port2);
+	c = qp_new(0);
+	CHECK_EQ(T->connect(c, NULL, (struct sockaddr *)&a, sizeof(a),
+			    "late", 4), 0);
+	s2 = accept4(SHM_L(l2)->sock, NULL, NULL, 0);
+	CHECK(s2 >= 0);
+	n = recvmsg(s2, &mh, 0);
+	CHECK(n > 0);
+	iov.iov_len = (size_t)n;
+	mh.msg_controllen = sizeof(cb.b);
+	/* The memfd goes along; the credentials the kernel stamps anew. */
+	{
+		struct msghdr out = { .msg_iov = &iov, .msg_iovlen = 1 };
+		union { char b[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr a; } ob;
+		struct cmsghdr *h, *o;
+
+		for (h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h))
+			if (h->cmsg_level == SOL_SOCKET &&
+			    h->cmsg_type == SCM_RIGHTS)
+				break;
+		CHECK(h != NULL);
+		out.msg_control = ob.b;
+		out.msg_controllen = sizeof(ob.b);
+		o = CMSG_FIRSTHDR(&out);
+		o->cmsg_level = SOL_SOCKET;
+		o->cmsg_type = SCM_RIGHTS;
+		o->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(o), CMSG_DATA(h), sizeof(int));
+		CHECK_EQ(sendmsg(late, &out, 0), n);
+		close(*(int *)CMSG_DATA(h));
+	}
+	CHECK(readable(k, 1000));	/* the late Hello wakes the family */
+	CHECK_EQ(take_within(l, 0, &req, &plen), 0);
+	CHECK_EQ(plen, 4);
+	CHECK(!readable(k, 0));
+	if (req)
+		T->reject(req);
+	T->destroy_qp(c);
+	close(s2);
+	close(silent);
+	close(late);
+	T->close_listener(l2);
+	T->close_listener(l);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -565,6 +733,8 @@ int main(void)
 		{ test_refused, "connect to nothing: REJECTED; non-local: ENETUNREACH" },
 		{ test_reject_and_halfopen, "reject; half-open and junk clients" },
 		{ test_shared_listener_silent_clients, "shared listener: silent clients stall accept() once, not each" },
+		{ test_shared_listener_silent_each_time, "shared listener: a silent client before each one costs no wait" },
+		{ test_shared_listener_late_hello, "shared listener: a late Hello is taken by the next accept()" },
 		{ test_addresses_and_backlog, "addresses (v4, v6, dual stack), backlog full" },
 		{ test_fork_handshake_and_send, "fork: handshake, SEND sizes, streaming" },
 		{ test_peer_destroy, "fork: peer destroy -> completions then flush" },

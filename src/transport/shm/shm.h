@@ -54,6 +54,12 @@
  * as a refusal.  SOMAXCONN's default, as the engine's backlog bound. */
 #define SHM_MAX_PENDING	4096
 #define SHM_HELLO_WAIT_MS 1000		/* shared listener: Hello in flight */
+/* Shared listener after a client that stayed silent (shm_share.c): how
+ * long accept() waits for Hellos, how long that lasts, and how many
+ * connections one process holds for a late Hello. */
+#define SHM_HELLO_PARK_WAIT_MS 2
+#define SHM_SILENT_HOLD_MS 10000
+#define SHM_PARKED_MAX 16
 
 /* ---- shared segment layout (all multi-writer words atomic) --------------- */
 
@@ -207,6 +213,11 @@ struct shm_listener {
 	struct shm_pending *pending;	/* accepted, Hello not read yet */
 	int npending;
 	bool shared;			/* served by take_request (fork) */
+	uint64_t silent_until;		/* shared: a client was silent; wait
+					 * briefly for Hellos until then */
+	int share_ep;			/* shared: epoll set over sock and the
+					 * connections held for their Hello
+					 * (shm_share.c), or -1 */
 };
 
 struct shm_conn_req {
@@ -392,6 +403,12 @@ void sdp__shm_reject(struct sdp_conn_req *req);
 void sdp__shm_close_listener(struct sdp_listener *l);
 int sdp__shm_pending_scan(struct shm_listener *l, struct sdp_conn_req **out,
 			  void *priv, uint32_t *priv_len);
+/* Hold a connection taken from a shared listener's queue until its Hello
+ * comes (pending_scan), at most `max` of them: the oldest goes first. */
+/* Add the pending connections to epoll set `ep` (readable for a Hello). */
+void sdp__shm_pending_watch(struct shm_listener *l, int ep);
+void sdp__shm_pending_park(struct shm_listener *l, int sock, bool retried,
+			   int max);
 struct shm_hello {			/* what a CM message said beside the
 					 * SDP one */
 	struct shm_addr dst;		/* Hello: the address dialled */

@@ -538,6 +538,7 @@ static struct shm_listener *listener_new(const struct shm_addr *a,
 	l->addr = *a;
 	l->is_v6_socket = is_v6_socket;
 	l->epfd = -1;
+	l->share_ep = -1;
 	l->claim = -1;
 	return l;
 }
@@ -785,12 +786,21 @@ int sdp__shm_listener_fd(struct sdp_listener *sl)
 	return l->epfd >= 0 ? l->epfd : -EINVAL;
 }
 
+/* The epoll set a pending connection is in: the listener's own, or once
+ * shared the family's (shm_share.c). */
+static void pending_unwatch(struct shm_listener *l, int sock)
+{
+	int ep = l->epfd >= 0 ? l->epfd : l->share_ep;
+
+	if (ep >= 0)
+		sdp_real.epoll_ctl(ep, EPOLL_CTL_DEL, sock, NULL);
+}
+
 static void pending_drop(struct shm_listener *l, struct shm_pending **pp)
 {
 	struct shm_pending *p = *pp;
 
-	if (l->epfd >= 0)	/* none once shared (shm_share.c) */
-		sdp_real.epoll_ctl(l->epfd, EPOLL_CTL_DEL, p->sock, NULL);
+	pending_unwatch(l, p->sock);
 	sdp_close(p->sock);
 	*pp = p->next;
 	free(p);
@@ -827,6 +837,43 @@ static void accept_pending(struct shm_listener *l)
 		l->pending = p;
 		l->npending++;
 	}
+}
+
+void sdp__shm_pending_watch(struct shm_listener *l, int ep)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+
+	for (struct shm_pending *p = l->pending; p; p = p->next)
+		sdp_real.epoll_ctl(ep, EPOLL_CTL_ADD, p->sock, &ev);
+}
+
+void sdp__shm_pending_park(struct shm_listener *l, int sock, bool retried,
+			   int max)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+	struct shm_pending *p, **pp;
+
+	/* Newest first: the oldest is the last. */
+	while (l->npending >= max && l->pending) {
+		for (pp = &l->pending; (*pp)->next; pp = &(*pp)->next)
+			;
+		pending_drop(l, pp);
+	}
+	p = calloc(1, sizeof(*p));
+	/* Its Hello, or its hang-up, makes the listener readable. */
+	if (!p || (l->share_ep >= 0 &&
+		   sdp_real.epoll_ctl(l->share_ep, EPOLL_CTL_ADD, sock, &ev))) {
+		free(p);
+		sdp_close(sock);
+		return;
+	}
+	p->sock = sock;
+	p->deadline_ms = sdp__shm_now_ms() + SHM_PENDING_TMO_MS;
+	p->ready = true;
+	p->retried = retried;
+	p->next = l->pending;
+	l->pending = p;
+	l->npending++;
 }
 
 int sdp__shm_hello_check(uint16_t type, const struct shm_hello *h)
@@ -947,9 +994,7 @@ int sdp__shm_pending_scan(struct shm_listener *l, struct sdp_conn_req **out,
 			continue;
 		}
 		/* The request owns the socket now. */
-		if (l->epfd >= 0)
-			sdp_real.epoll_ctl(l->epfd, EPOLL_CTL_DEL, p->sock,
-					   NULL);
+		pending_unwatch(l, p->sock);
 		*pp = p->next;
 		free(p);
 		l->npending--;
@@ -1013,6 +1058,8 @@ void sdp__shm_listener_free(struct shm_listener *l)
 		pending_drop(l, &l->pending);
 	if (l->epfd >= 0)
 		sdp_close(l->epfd);
+	if (l->share_ep >= 0)
+		sdp_close(l->share_ep);
 	if (l->sock >= 0)
 		sdp_close(l->sock);
 	if (l->claim >= 0)

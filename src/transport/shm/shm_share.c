@@ -11,14 +11,21 @@
  * get EAGAIN from the kernel, exactly as with a TCP listener.
  *
  * The client sends its Hello right after connect() returns, so it is there
- * or about to be; a client that stalls between the two is dropped
- * (refused).  The wait is bounded per accept(), not per connection: a
- * local user who queues silent connections stalls one accept() for
- * SHM_HELLO_WAIT_MS at most, not that long for each of them
- * (docs/SECURITY.md).
+ * or about to be, and accept() waits for it, up to SHM_HELLO_WAIT_MS per
+ * call (not per connection).  A client that stays silent that long is not
+ * refused but held by the process (parked: shm_portspace.c's pending list,
+ * at most SHM_PARKED_MAX, each for SHM_PENDING_TMO_MS), and for
+ * SHM_SILENT_HOLD_MS after it accept() waits SHM_HELLO_PARK_WAIT_MS only,
+ * parking the connections whose Hello is not there by then.  Every
+ * accept() of the process looks at what it holds first, and a blocking one
+ * looks again every few milliseconds while it holds any
+ * (take_retry_ms).  So a local user who keeps silent connections queued
+ * costs the server one wait of a second, then two milliseconds each, not a
+ * second each (docs/SECURITY.md).
  */
 #include <errno.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -27,6 +34,24 @@
 #include "transport/shm/shm.h"
 #include "base/real.h"
 
+/* The family's epoll set over the listening socket and the connections
+ * any of its processes holds for their Hello: readable while requests wait,
+ * or a late Hello (or hang-up) does. */
+static int share_ep_make(struct shm_listener *l)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int ep = sdp_fd_high(sdp_real.epoll_create1(EPOLL_CLOEXEC));
+
+	if (ep < 0)
+		return ep;
+	if (sdp_real.epoll_ctl(ep, EPOLL_CTL_ADD, l->sock, &ev)) {
+		sdp_close(ep);
+		return -errno;
+	}
+	sdp__shm_pending_watch(l, ep);
+	return ep;
+}
+
 int sdp__shm_share_listener(struct sdp_listener *sl)
 {
 	struct shm_listener *l = SHM_L(sl);
@@ -34,7 +59,7 @@ int sdp__shm_share_listener(struct sdp_listener *sl)
 	if (!l->listening || l->sock < 0)
 		return -EINVAL;
 	if (l->shared)
-		return l->sock;
+		return l->share_ep >= 0 ? l->share_ep : l->sock;
 	/* The private epoll set would be shared with the children too, and
 	 * one process's epoll_ctl would change it for all: drop it (this is
 	 * its only descriptor, so its registrations go with it).  Pending
@@ -44,8 +69,10 @@ int sdp__shm_share_listener(struct sdp_listener *sl)
 	if (l->epfd >= 0)
 		sdp_close(l->epfd);
 	l->epfd = -1;
+	/* Without the set, late Hellos wait for the next connection. */
+	l->share_ep = share_ep_make(l);
 	l->shared = true;
-	return l->sock;
+	return l->share_ep >= 0 ? l->share_ep : l->sock;
 }
 
 /* Wait for the Hello of a just-accepted connection until `end` (see the
@@ -68,8 +95,10 @@ static int hello_wait(int s, uint64_t end)
 	}
 }
 
+/* -ETIMEDOUT: no Hello by `end`; *retried: after a RETRY of ours. */
 static int take_one(struct shm_listener *l, int s, uint64_t end,
-		    struct sdp_conn_req **out, void *priv, uint32_t *priv_len)
+		    bool *retried, struct sdp_conn_req **out, void *priv,
+		    uint32_t *priv_len)
 {
 	struct shm_conn_req *r;
 	uint16_t type = 0;
@@ -80,6 +109,7 @@ static int take_one(struct shm_listener *l, int s, uint64_t end,
 	/* SO_PASSCRED comes from the listener (sdp__shm_listen).  A Hello
 	 * naming a pair we do not keep is answered RETRY once. */
 	for (int tries = 0;; tries++) {
+		*retried = tries > 0;
 		err = hello_wait(s, end);
 		if (!err)
 			err = sdp__shm_recv_msg(s, &type, priv, &len, &h, NULL);
@@ -105,7 +135,10 @@ int sdp__shm_take_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 			  void *priv, uint32_t *priv_len)
 {
 	struct shm_listener *l = SHM_L(sl);
-	uint64_t end = sdp__shm_now_ms() + SHM_HELLO_WAIT_MS;
+	uint64_t now = sdp__shm_now_ms();
+	uint64_t end = now + (now < l->silent_until ? SHM_HELLO_PARK_WAIT_MS :
+			      SHM_HELLO_WAIT_MS);
+	bool taken = false;
 	int r, tries;
 
 	if (!l->shared)
@@ -113,27 +146,39 @@ int sdp__shm_take_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 	/* Nothing polls a shared listener's claim: its TCP clients are reset
 	 * when the next SDP client is taken. */
 	sdp__shm_claim_reset_clients(l);
-	if (l->pending) {	/* accepted before the listener was shared */
+	if (l->pending) {	/* parked, or accepted before the sharing */
 		r = sdp__shm_pending_scan(l, out, priv, priv_len);
 		if (r != -EAGAIN)
 			return r;
 	}
-	/* A bad or silent client is dropped and the next one tried, so one
-	 * of them cannot make accept() fail; bounded like a batch. */
+	/* A bad client is dropped and the next one tried, so one of them
+	 * cannot make accept() fail; bounded like a batch. */
 	for (tries = 0; tries < 16; tries++) {
 		int s = sdp_real.accept4(l->sock, NULL, NULL,
 					 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		bool retried;
 
 		if (s < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
-			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+			if (errno != EWOULDBLOCK)
+				return -errno;
+			return taken ? -ECONNABORTED : -EAGAIN;
 		}
 		s = sdp_fd_high(s);
-		r = take_one(l, s, end, out, priv, priv_len);
+		taken = true;
+		r = take_one(l, s, end, &retried, out, priv, priv_len);
 		if (r == 0)
 			return 0;
+		if (r == -ETIMEDOUT) {
+			/* `end` has passed: the next ones in this call
+			 * are taken only with their Hello there. */
+			l->silent_until = sdp__shm_now_ms() +
+					  SHM_SILENT_HOLD_MS;
+			sdp__shm_pending_park(l, s, retried, SHM_PARKED_MAX);
+			continue;
+		}
 		sdp_close(s);	/* the client sees its connect refused */
 	}
-	return -EAGAIN;
+	return -ECONNABORTED;
 }
