@@ -109,14 +109,45 @@ const struct sdp_transport_ops *sdp_tp_default(void)
 /* Connections of this process that hold descriptors (socket/fdlimit.c). */
 static atomic_int conns_live;
 
+/* The soft descriptor limit, read at most once a second (a system call
+ * per connect and accept otherwise) and again after the program sets it
+ * (sdp_conn_fd_limit_changed); another process's prlimit() on us shows
+ * within the second.  The budget is a share of it, not an exact count. */
+static _Atomic uint64_t nofile_cur, nofile_until_ns;
+
+void sdp_conn_fd_limit_changed(void)
+{
+	atomic_store(&nofile_until_ns, 0);
+}
+
+static rlim_t nofile_soft(void)
+{
+	struct timespec ts;
+	struct rlimit rl;
+	uint64_t now;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	if (now < atomic_load_explicit(&nofile_until_ns, memory_order_acquire))
+		return (rlim_t)atomic_load_explicit(&nofile_cur,
+						    memory_order_relaxed);
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return RLIM_INFINITY;
+	/* Two threads may both store: the same value. */
+	atomic_store_explicit(&nofile_cur, rl.rlim_cur, memory_order_relaxed);
+	atomic_store_explicit(&nofile_until_ns, now + 1000000000u,
+			      memory_order_release);
+	return rl.rlim_cur;
+}
+
 int sdp_conn_fd_budget_ok(void)
 {
-	struct rlimit rl;
+	rlim_t soft = nofile_soft();
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY)
+	if (soft == RLIM_INFINITY)
 		return 1;
 	return (rlim_t)(atomic_load(&conns_live) + 1) * SDP_CONN_FDS <=
-	       rl.rlim_cur / 2;
+	       soft / 2;
 }
 
 /*

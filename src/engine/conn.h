@@ -445,6 +445,8 @@ size_t sdp_conn_send_room(struct sdp_conn *c);
 /* Room for one more connection within half of RLIMIT_NOFILE: the other
  * half stays for the application and for the connections that go TCP. */
 int sdp_conn_fd_budget_ok(void);
+/* The program set its descriptor limit: read it again. */
+void sdp_conn_fd_limit_changed(void);
 ssize_t sdp_conn_send(struct sdp_conn *c, const struct iovec *iov, int iovcnt,
 		      int msg_flags, int io_flags, int timeout_ms);
 /* Read up to `len` bytes straight into the transport's send buffers with

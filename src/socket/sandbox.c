@@ -120,11 +120,16 @@ static void nofile_lowering(const struct rlimit *rl)
 NO_SANITIZE long sdp_sandbox_prlimit(long pid, long resource,
 				     const void *new_limit, void *old_limit)
 {
+	long r;
+
 	if (resource == RLIMIT_NOFILE && new_limit &&
 	    (!pid || pid == (long)getpid()))
 		nofile_lowering(new_limit);
-	return prlimit((pid_t)pid, (__rlimit_resource_t)resource, new_limit,
-		       old_limit);
+	r = prlimit((pid_t)pid, (__rlimit_resource_t)resource, new_limit,
+		    old_limit);
+	if (resource == RLIMIT_NOFILE && new_limit)
+		sdp_conn_fd_limit_changed();
+	return r;
 }
 
 NO_SANITIZE SDP_EXPORT int setrlimit(__rlimit_resource_t resource,

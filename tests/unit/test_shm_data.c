@@ -464,7 +464,8 @@ static void test_appwake_offered_by_number(void)
 {
 	const struct sdp_app_wake_ops *aw = T->app_wake;
 	const _Atomic uint64_t *words = NULL;
-	unsigned long opened = 0;
+	unsigned long opened = 0, ids = 0;
+	uint64_t t0 = 0;
 	struct sdp_wc wc[4];
 	struct pair p;
 	int app[2];
@@ -491,11 +492,18 @@ static void test_appwake_offered_by_number(void)
 			CHECK(SHM_QP(p.s)->peer_words != NULL);
 			/* The next connection with the same process takes
 			 * its offer through the pidfd opened for the first. */
-			if (round == 0)
+			if (round == 0) {
 				opened = sdp__shm_peer_pidfd_opened();
+				ids = sdp__shm_own_ids_read();
+				t0 = now_ms();
+			}
 			if (round == 1) {
 				CHECK(SHM_QP(p.s)->peer_words == words);
 				CHECK_EQ(sdp__shm_peer_pidfd_opened(), opened);
+				/* Nor did the offer read our ids again (but
+				 * once a second). */
+				CHECK(sdp__shm_own_ids_read() - ids <=
+				      (now_ms() - t0 >= 900 ? 1u : 0u));
 			}
 			words = SHM_QP(p.s)->peer_words;
 			CHECK(fd_readable(app[0], TMO));

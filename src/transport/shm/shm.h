@@ -557,6 +557,9 @@ int sdp__shm_peer_pidfd_get(pid_t pid);
 void sdp__shm_peer_pidfd_put(int fd);
 /* Tests: pidfds opened so far. */
 unsigned long sdp__shm_peer_pidfd_opened(void);
+/* Tests: how often this process read its own ids for an offer
+ * (shm_appwake.c: at most once a second). */
+unsigned long sdp__shm_own_ids_read(void);
 int sdp__shm_reg_mr(struct sdp_qp *qp, void *addr, size_t len,
 		    unsigned access, struct sdp_mr **out);
 int sdp__shm_dereg_mr(struct sdp_qp *qp, struct sdp_mr *mr);

@@ -40,6 +40,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/fdhigh.h"
@@ -100,6 +101,67 @@ static bool getfd_supported(void)
 	return v;
 }
 
+/* Our ids and dumpability as the kernel's ptrace check sees them: all
+ * three uids and gids equal to `uid`/`gid` (else -1), and dumpable. */
+static _Atomic unsigned long ids_reads;
+
+unsigned long sdp__shm_own_ids_read(void)
+{
+	return atomic_load(&ids_reads);
+}
+
+static bool ids_read(uint32_t *uid, uint32_t *gid)
+{
+	uid_t ru, eu, su;
+	gid_t rg, eg, sg;
+
+	atomic_fetch_add_explicit(&ids_reads, 1, memory_order_relaxed);
+	if (getresuid(&ru, &eu, &su) || getresgid(&rg, &eg, &sg))
+		return false;
+	*uid = ru == eu && eu == su ? ru : (uint32_t)-1;
+	*gid = rg == eg && eg == sg ? rg : (uint32_t)-1;
+	return prctl(PR_GET_DUMPABLE) == 1;
+}
+
+/* The same, read at most once a second (three system calls per connection
+ * of an event loop otherwise).  Ids change only by set*id() or prctl(), and
+ * an answer gone stale costs an offer the peer then fails to take (the
+ * kernel decides, and the peer stays on the doorbell) or one not made.
+ * Published with a version, odd while written; a reader that meets a
+ * write, or a writer that meets another, reads the ids itself (no lock: a
+ * fork() may come at any instant). */
+static _Atomic uint32_t ids_ver, ids_uid, ids_gid, ids_dumpable;
+static _Atomic uint64_t ids_until_ns;
+
+static bool ids_cached(uint32_t *uid, uint32_t *gid)
+{
+	struct timespec ts;
+	uint64_t now;
+	uint32_t v, d;
+	bool dumpable;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	v = atomic_load(&ids_ver);
+	if (!(v & 1) && now < atomic_load(&ids_until_ns)) {
+		*uid = atomic_load(&ids_uid);
+		*gid = atomic_load(&ids_gid);
+		d = atomic_load(&ids_dumpable);
+		if (atomic_load(&ids_ver) == v)
+			return d;
+	}
+	dumpable = ids_read(uid, gid);
+	if ((v & 1) ||
+	    !atomic_compare_exchange_strong(&ids_ver, &v, v + 1))
+		return dumpable;
+	atomic_store(&ids_uid, *uid);
+	atomic_store(&ids_gid, *gid);
+	atomic_store(&ids_dumpable, dumpable);
+	atomic_store(&ids_until_ns, now + 1000000000u);
+	atomic_store(&ids_ver, v + 2);
+	return dumpable;
+}
+
 /* Can the peer take our descriptors with pidfd_getfd?  The kernel lets a
  * process into another (PTRACE_MODE_ATTACH_REALCREDS) when its real ids
  * are all of the target's ids and the target is dumpable; the peer knows
@@ -108,17 +170,14 @@ static bool getfd_supported(void)
  * module), the peer's failed attempt leaves it on the doorbell. */
 static bool peer_can_take(const struct shm_qp *qp)
 {
-	uid_t ru, eu, su;
-	gid_t rg, eg, sg;
+	uint32_t uid, gid;
 
 	if (qp->cm_pid != getpid() || qp->peer_pid <= 0 ||
-	    ptrace_scope() > 0 || !getfd_supported() ||
-	    getresuid(&ru, &eu, &su) || getresgid(&rg, &eg, &sg))
+	    ptrace_scope() > 0 || !getfd_supported())
 		return false;
-	return ru == qp->peer_uid && eu == qp->peer_uid &&
-	       su == qp->peer_uid && rg == qp->peer_gid &&
-	       eg == qp->peer_gid && sg == qp->peer_gid &&
-	       prctl(PR_GET_DUMPABLE) == 1;
+	return ids_cached(&uid, &gid) && uid != (uint32_t)-1 &&
+	       gid != (uint32_t)-1 && uid == qp->peer_uid &&
+	       gid == qp->peer_gid;
 }
 
 static uint64_t ino_of(int fd)
