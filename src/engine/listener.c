@@ -369,7 +369,6 @@ int sdp_listen_service(struct sdp_listen *l)
 int sdp_listen_share(struct sdp_listen *l, int epfd, int token_fd)
 {
 	const struct sdp_transport_ops *ops = sdp_tp_default();
-	struct epoll_event ev = { .events = EPOLLIN };
 	int lfd, k, r = 0;
 
 	pthread_mutex_lock(&l->lock);
@@ -378,21 +377,19 @@ int sdp_listen_share(struct sdp_listen *l, int epfd, int token_fd)
 	lfd = sdp_listen_fd(l);
 	/* Providers whose listeners cannot be shared across processes
 	 * (verbs: RDMA resources do not follow fork) leave this NULL. */
-	k = ops->share_listener ? ops->share_listener(l->tl) : -EOPNOTSUPP;
+	/* The kernel queue itself makes the descriptor readable, in every
+	 * process that holds it.  A listener that cannot be watched so is
+	 * not shared (the caller makes a "both" one plain TCP). */
+	k = ops->share_listener ? ops->share_listener(l->tl, epfd) :
+				  -EOPNOTSUPP;
 	if (k < 0) {
 		r = k;
 		goto out;
 	}
 	/* The progress thread no longer takes requests (a stale event finds
-	 * l->shared set); the kernel queue itself makes the descriptor
-	 * readable, in every process that holds it. */
+	 * l->shared set). */
 	if (lfd >= 0)
 		sdp_progress_unwatch(lfd);
-	ev.data.fd = k;
-	if (sdp_real.epoll_ctl(epfd, EPOLL_CTL_ADD, k,
-			       &ev) < 0 && errno != EEXIST)
-		sdp_log(SDP_LOG_ERR, "listener: cannot watch the shared queue "
-			"(%s)", strerror(errno));
 	/* Connections already queued here stay ours (accept() returns them
 	 * first) but no longer make the shared descriptor readable: every
 	 * other process would wake for them and find nothing (README). */

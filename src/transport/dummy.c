@@ -46,9 +46,10 @@ static void dummy_reject(struct sdp_conn_req *req)
 {
 }
 
-static int dummy_share_listener(struct sdp_listener *l)
+static int dummy_share_listener(struct sdp_listener *l, int watch_ep)
 {
 	(void)l;
+	(void)watch_ep;
 	return -EOPNOTSUPP;
 }
 

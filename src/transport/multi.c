@@ -234,13 +234,13 @@ static int multi_get_request(struct sdp_listener *l, struct sdp_conn_req **req,
 
 /* Sharing across fork is an shm-only mechanism (the verbs CM's listen
  * queue lives in the RDMA CM channel of one process): not with verbs. */
-static int multi_share_listener(struct sdp_listener *l)
+static int multi_share_listener(struct sdp_listener *l, int watch_ep)
 {
 	struct multi_listener *ml = ML(l);
 
 	if (ml->verbs)
 		return -EOPNOTSUPP;
-	return SHM->share_listener(ml->shm);
+	return SHM->share_listener(ml->shm, watch_ep);
 }
 
 static int multi_take_request(struct sdp_listener *l, struct sdp_conn_req **req,

@@ -323,10 +323,15 @@ struct sdp_transport_ops {
 	/* Shared listener (fork): from now on requests are taken with
 	 * take_request() by whichever process of the family accepts, straight
 	 * from a kernel queue they all hold; listener_fd() is no longer used.
-	 * Returns that kernel descriptor (readable while requests wait) or
-	 * -EOPNOTSUPP.  take_request() returns -EAGAIN when none is waiting;
-	 * it may wait briefly for a request whose Hello is still in flight. */
-	int (*share_listener)(struct sdp_listener *l);
+	 * The provider adds what makes requests visible to epoll set
+	 * `watch_ep` (the caller's, which every process of the family holds;
+	 * the provider keeps a descriptor of its own for it): the queue, and
+	 * later a connection it holds for a late Hello.  0, or -errno
+	 * (-EOPNOTSUPP: not shareable).  take_request() returns -EAGAIN when
+	 * none is waiting, -ECONNABORTED when it took connections that did
+	 * not become requests (the descriptor was readable for them); it may
+	 * wait briefly for a request whose Hello is still in flight. */
+	int (*share_listener)(struct sdp_listener *l, int watch_ep);
 	int (*take_request)(struct sdp_listener *l, struct sdp_conn_req **req,
 			    void *priv, uint32_t *priv_len);
 

@@ -425,7 +425,7 @@ int sdp__shm_request_build(struct shm_listener *l, int sock,
 			   struct shm_conn_req **out);
 
 /* shm_share.c */
-int sdp__shm_share_listener(struct sdp_listener *l);
+int sdp__shm_share_listener(struct sdp_listener *l, int watch_ep);
 int sdp__shm_take_request(struct sdp_listener *l, struct sdp_conn_req **req,
 			  void *priv, uint32_t *priv_len);
 

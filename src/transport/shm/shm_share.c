@@ -24,6 +24,7 @@
  * second each (docs/SECURITY.md).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <stdlib.h>
@@ -34,32 +35,30 @@
 #include "transport/shm/shm.h"
 #include "base/real.h"
 
-/* The family's epoll set over the listening socket and the connections
- * any of its processes holds for their Hello: readable while requests wait,
- * or a late Hello (or hang-up) does. */
-static int share_ep_make(struct shm_listener *l)
-{
-	struct epoll_event ev = { .events = EPOLLIN };
-	int ep = sdp_fd_high(sdp_real.epoll_create1(EPOLL_CLOEXEC));
-
-	if (ep < 0)
-		return ep;
-	if (sdp_real.epoll_ctl(ep, EPOLL_CTL_ADD, l->sock, &ev)) {
-		sdp_close(ep);
-		return -errno;
-	}
-	sdp__shm_pending_watch(l, ep);
-	return ep;
-}
-
-int sdp__shm_share_listener(struct sdp_listener *sl)
+int sdp__shm_share_listener(struct sdp_listener *sl, int watch_ep)
 {
 	struct shm_listener *l = SHM_L(sl);
+	struct epoll_event ev = { .events = EPOLLIN };
+	int ep;
 
 	if (!l->listening || l->sock < 0)
 		return -EINVAL;
 	if (l->shared)
-		return l->share_ep >= 0 ? l->share_ep : l->sock;
+		return 0;
+	/* The caller's set itself, not one nested in it: a program may nest
+	 * its own epoll sets as deep as the kernel allows.  Our own
+	 * descriptor of it, for the connections held later (the caller's may
+	 * be closed, and its number reused, before this listener goes). */
+	ep = sdp_fd_high(sdp_real.fcntl(watch_ep, F_DUPFD_CLOEXEC, 0));
+	if (ep < 0)
+		return ep;
+	if (sdp_real.epoll_ctl(ep, EPOLL_CTL_ADD, l->sock, &ev) &&
+	    errno != EEXIST) {
+		int err = -errno;
+
+		sdp_close(ep);
+		return err;
+	}
 	/* The private epoll set would be shared with the children too, and
 	 * one process's epoll_ctl would change it for all: drop it (this is
 	 * its only descriptor, so its registrations go with it).  Pending
@@ -69,10 +68,10 @@ int sdp__shm_share_listener(struct sdp_listener *sl)
 	if (l->epfd >= 0)
 		sdp_close(l->epfd);
 	l->epfd = -1;
-	/* Without the set, late Hellos wait for the next connection. */
-	l->share_ep = share_ep_make(l);
+	l->share_ep = ep;
+	sdp__shm_pending_watch(l, ep);
 	l->shared = true;
-	return l->share_ep >= 0 ? l->share_ep : l->sock;
+	return 0;
 }
 
 /* Wait for the Hello of a just-accepted connection until `end` (see the
