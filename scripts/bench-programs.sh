@@ -6,8 +6,10 @@
 # iperf3, sockperf ping-pong, redis-benchmark SET/GET, nginx + wrk (1 KiB and
 # 1 MiB files; one process, and master + 2 workers; and 1 KiB with SMC-D's
 # published load, wrk -t 8 -c 1000; and 1 KiB with a new connection per
-# request, "Connection: close": the connection setup rate; and that again with
-# nginx never under sdp_run: the cost of falling back); a Node.js http server
+# request, "Connection: close": the connection setup rate, with one process
+# and with master + 2 workers (the workers run as nobody, a user other than
+# wrk's); and that again with nginx never under sdp_run: the cost of
+# falling back); a Node.js http server
 # + wrk (1 KiB, keep-alive); Apache httpd (event MPM) + ab, 1 KiB file, with
 # keep-alive and with a new connection per request; PostgreSQL + pgbench -C
 # (a backend forked per connection, a connection per transaction);
@@ -263,7 +265,7 @@ EOF
 }
 
 declare -A R
-BENCHES=(${BENCH_ONLY:-iperf3 sockperf redis-set redis-get nginx-1k nginx-1m nginx-workers-1k nginx-1k-c1000 nginx-1k-close nginx-1k-close-fallback node-http apache-ab-k apache-ab pgbench-close memcached chain})
+BENCHES=(${BENCH_ONLY:-iperf3 sockperf redis-set redis-get nginx-1k nginx-1m nginx-workers-1k nginx-1k-c1000 nginx-1k-close nginx-workers-1k-close nginx-1k-close-fallback node-http apache-ab-k apache-ab pgbench-close memcached chain})
 one() { # bench side
 	case $1 in
 	iperf3) iperf3_run "$2" ;;
@@ -275,6 +277,7 @@ one() { # bench side
 	nginx-workers-1k) nginx_run "$2" 1k on ;;
 	nginx-1k-c1000) nginx_run "$2" 1k off 8 1000 ;;
 	nginx-1k-close) nginx_run "$2" 1k off 2 10 close ;;
+	nginx-workers-1k-close) nginx_run "$2" 1k on 2 10 close ;;
 	nginx-1k-close-fallback) nginx_run "$2" 1k off 2 10 close plain-server ;;
 	node-http) node_run "$2" ;;
 	apache-ab-k) apache_run "$2" -k -n 20000 -c 8 ;;
