@@ -9,6 +9,7 @@
  */
 #include "shm_harness.h"
 
+#include <sys/epoll.h>
 #include <sys/mman.h>
 
 /* ---- tests: kept listener segments (shm_keep.c) ------------------------- */
@@ -670,6 +671,122 @@ static void test_keep_gives_pages_back(void)
 	T->close_listener(l);
 }
 
+
+/* A listener that two processes share (a pre-forking server): the client
+ * keeps a pair with each, and names both; whichever accepts takes its own
+ * (the other is given back), and no process makes a new segment.  Here
+ * the two take turns, so the pair named first (the newest) is always the
+ * other process's: the client moves its receives to the second pair's
+ * segment, at the same address, after the Accept. */
+struct shared_child {
+	pid_t pid;
+	int to[2];
+};
+
+static void shared_serve(struct sdp_listener *l, struct shared_child *k,
+			 int from)
+{
+	struct sdp_qp_attr attr = { .max_send_wr = 64, .max_recv_wr = 16,
+				    .recv_region_size = REGION };
+	uint8_t priv[SDP_CM_PRIV_MAX];
+	unsigned long made = sdp__shm_segs_made();
+
+	attr_events(&attr);
+	g_who = "acceptor: ";
+	while (step_recv(k->to[0]) == 't') {
+		struct sdp_conn_req *req = NULL;
+		struct sdp_qp *s = NULL;
+		uint32_t plen = 0;
+		uint64_t end = now_ms() + TMO;
+		int err;
+		char seed;
+
+		do {
+			plen = sizeof(priv);
+			err = T->take_request(l, &req, priv, &plen);
+		} while ((err == -EAGAIN || err == -ECONNABORTED) &&
+			 now_ms() < end);
+		CHECK_EQ(err, 0);
+		if (err)
+			break;
+		seed = priv[0];
+		CHECK_EQ(T->create_qp_from_req(req, &attr, &s), 0);
+		CHECK_EQ(post_recvs(s, 0, 8, 2000), 0);
+		CHECK_EQ(T->accept(s, "ok", 2), 0);
+		check_msgs(s, (unsigned)seed);
+		send_msgs(s, (unsigned)seed + 1);
+		/* Whether this process made a segment for it. */
+		step_send(from, sdp__shm_segs_made() == made ? 'y' : 'n');
+		made = sdp__shm_segs_made();
+		step_recv(k->to[0]);	/* the client's QP is gone */
+		T->destroy_qp(s);	/* kept */
+		step_send(from, 'k');
+	}
+}
+
+static void test_keep_shared_listener(void)
+{
+	struct shared_child w[2];
+	struct sdp_listener *l;
+	struct sockaddr_in a;
+	struct sdp_cm_event ev;
+	int port, from[2], ep, alts = 0;
+	unsigned long made = 0;
+
+	l = listener_new(&port);
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK_EQ(T->share_listener(l, ep), 0);
+	CHECK_EQ(pipe(from), 0);
+	for (int i = 0; i < 2; i++) {
+		CHECK_EQ(pipe(w[i].to), 0);
+		fflush(stdout);
+		w[i].pid = fork();
+		if (w[i].pid == 0) {
+			g_checks_failed = 0;
+			shared_serve(l, &w[i], from[1]);
+			fflush(stdout);
+			_exit(g_checks_failed ? 1 : 0);
+		}
+	}
+	a = sin4("127.0.0.1", port);
+	for (int i = 0; i < 12; i++) {
+		struct shared_child *k = &w[i % 2];
+		struct sdp_qp *c;
+
+		if (i == 2)	/* a pair kept with each from now on */
+			made = sdp__shm_segs_made();
+		c = qp_new_to(8, port);
+		alts += SHM_QP(c)->nalt > 0;
+		step_send(k->to[1], 't');
+		CHECK_EQ(T->connect(c, NULL, (struct sockaddr *)&a,
+				    sizeof(a), (char[]){ (char)(10 + i) }, 1), 0);
+		wait_established(c, &ev);
+		send_msgs(c, 10 + i);
+		check_msgs(c, 11 + i);
+		/* The acceptor took its own pair (once it has one). */
+		if (step_recv(from[0]) != 'y' && i >= 2)
+			CHECK(!"the acceptor made a segment");
+		T->destroy_qp(c);
+		step_send(k->to[1], 'g');
+		CHECK_EQ(step_recv(from[0]), 'k');
+	}
+	CHECK_EQ(sdp__shm_segs_made(), made);	/* the client made none */
+	CHECK_EQ(alts, 10);
+	for (int i = 0; i < 2; i++) {
+		int st = 0;
+
+		step_send(w[i].to[1], 'q');
+		CHECK_EQ(waitpid(w[i].pid, &st, 0), w[i].pid);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		close(w[i].to[0]);
+		close(w[i].to[1]);
+	}
+	close(from[0]);
+	close(from[1]);
+	T->close_listener(l);
+	close(ep);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -682,6 +799,7 @@ int main(void)
 		{ test_keep_off_after_retries, "kept pair: none named where a quarter are answered RETRY" },
 		{ test_keep_retry_sleeper, "kept pair: RETRY under a sleeper in wait(): woken, count moved" },
 		{ test_keep_given_up, "kept pair: one the listener gave up is named no more" },
+		{ test_keep_shared_listener, "kept pairs: with each process of a shared listener, none made" },
 	};
 
 	return shm_run_tests(tests, sizeof(tests) / sizeof(tests[0]));

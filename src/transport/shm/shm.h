@@ -37,12 +37,14 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC	0x314d48535044534cULL	/* "LSDPSHM1" */
-#define SHM_VERSION	8	/* 3: receives are tagged (shm_qp.c);
+#define SHM_VERSION	9	/* 3: receives are tagged (shm_qp.c);
 				 * 4: app_slot, wake words (wakeword.h);
 				 * 5: the rings before the MR table;
 				 * 6: segment pairs kept (shm_keep.c);
 				 * 7: readiness offered by number;
-				 * 8: a disarm sleeps out WRITING */
+				 * 8: a disarm sleeps out WRITING;
+				 * 9: a Hello names pairs kept with other
+				 * processes of the listener's too */
 #define SHM_MAX_MR	256		/* rkey low byte = table index */
 #define SHM_MAX_DEPTH	65536		/* ring entries */
 #define SHM_MAX_REGION	(1u << 30)	/* receive region bytes */
@@ -261,6 +263,19 @@ struct shm_mr {
 	unsigned access;
 };
 
+/* A pair kept with another process of the same listener, that a Hello
+ * names beside the first (shm_keep.c): whichever process accepts takes
+ * its own. */
+#define SHM_KEEP_ALTS 3
+
+struct shm_alt {
+	struct shm_seg mine, theirs;	/* as kept: our segment (reset), our
+					 * mapping of the listener's */
+	pid_t peer;
+	bool mr_used;
+	uint64_t since_ms, order;
+};
+
 struct shm_qp {
 	struct sdp_tp_object obj;
 	struct sdp_qp_attr attr;
@@ -290,6 +305,8 @@ struct shm_qp {
 	pid_t kept_pid;
 	uint8_t hello[SDP_CM_PRIV_MAX];
 	uint32_t hello_len;
+	struct shm_alt alt[SHM_KEEP_ALTS];	/* named beside `offer` */
+	int nalt;
 	bool shared;			/* a fork() shared it: never kept */
 
 	struct shm_seg me;		/* my segment */
@@ -415,6 +432,8 @@ struct shm_hello {			/* what a CM message said beside the
 	uint64_t base;			/* the sender's segment's VA */
 	uint64_t pair;			/* the listener's kept segment named */
 	uint64_t pair_client;		/* Hello: the client's, passed no memfd */
+	uint64_t alt_pair[SHM_KEEP_ALTS];	/* Hello: more pairs kept, with */
+	uint64_t alt_client[SHM_KEEP_ALTS];	/* other processes (0: none) */
 	int memfd;			/* the sender's segment, or -1 */
 	struct ucred cred;		/* stamped by the kernel */
 };
@@ -454,8 +473,9 @@ enum { SHM_MSG_HELLO = 1, SHM_MSG_ACCEPT = 2, SHM_MSG_REJECT = 3,
 int sdp__shm_qp_alloc(const struct sdp_qp_attr *attr, struct shm_conn_req *r,
 		      const struct shm_addr *dst, struct shm_qp **out);
 /* My segment as a new file mapped in its place, the receives posted
- * written into it again from our own records: for a Hello sent again. */
-int sdp__shm_seg_renew(struct shm_qp *qp);
+ * written into it again from our own records: for a Hello sent again.
+ * `was`: the one replaced, still mapped there (else unmapped). */
+int sdp__shm_seg_renew(struct shm_qp *qp, struct shm_seg *was);
 
 /* shm_keep.c: a listener's segment kept for the next connection of the
  * same client process.  Pairs kept per role (client, listener): a pair
@@ -488,6 +508,18 @@ bool sdp__shm_keep_take(struct shm_conn_req *r, const struct shm_hello *h);
 void sdp__shm_keep_reset(struct shm_seg *me, bool mr_used);
 /* A QP that ends: keep its two segments for its peer process. */
 void sdp__shm_keep_park(struct shm_qp *qp);
+/* Client: the pairs named beside the first go back to the pool, but
+ * alt[except] (-1: all), once the answer shows that no process of the
+ * listener took them (`untaken`); else they are given up. */
+void sdp__shm_keep_alts_return(struct shm_qp *qp, int except, bool untaken);
+/* The receives posted, from our records, into `seg` (one of ours). */
+void sdp__shm_seg_write_recvs(const struct shm_qp *qp, struct shm_seg *seg);
+/* Client: the Accept took alt `a`: its segment takes the place of ours at
+ * the same address (shm_qp.c). */
+int sdp__shm_seg_switch(struct shm_qp *qp, struct shm_seg *to,
+			struct shm_seg *was);
+/* Tests: segments this process made (memfd files). */
+unsigned long sdp__shm_segs_made(void);
 /* Tests: segments kept, and taken again. */
 void sdp__shm_keep_counts(unsigned long *kept, unsigned long *taken);
 void sdp__shm_set_error(struct shm_qp *qp);

@@ -49,6 +49,10 @@ struct shm_wire_msg {			/* host order: both ends share a host */
 					 * carries no memfd */
 	uint64_t pair_client;		/* Hello without a memfd: the nonce of
 					 * the client's kept segment */
+	uint64_t alt_pair[SHM_KEEP_ALTS];	/* Hello without a memfd: more
+						 * pairs, kept with other
+						 * processes of the listener */
+	uint64_t alt_client[SHM_KEEP_ALTS];
 	uint8_t dst_v6;			/* Hello: the address the client dialled */
 	uint8_t flags;			/* Accept: SDP_CM_F_* (0 in a Hello) */
 	uint16_t dst_port;
@@ -89,6 +93,10 @@ int sdp__shm_send_msg(int sock, uint16_t type, const struct shm_qp *qp,
 		m.flags = qp->cm_flags;
 		m.pair = qp->offer;
 		m.pair_client = qp->offer_mine;
+		for (int a = 0; a < qp->nalt && qp->offer_mine; a++) {
+			m.alt_pair[a] = qp->alt[a].theirs.nonce;
+			m.alt_client[a] = qp->alt[a].mine.nonce;
+		}
 	}
 	if (dst) {
 		m.dst_v6 = (uint8_t)dst->v6;
@@ -165,6 +173,8 @@ int sdp__shm_recv_msg(int sock, uint16_t *type, void *priv, uint32_t *priv_len,
 	*fd = -1;
 	*cred = (struct ucred){ 0, (uid_t)-1, (gid_t)-1 };
 	h->base = h->pair = h->pair_client = 0;
+	memset(h->alt_pair, 0, sizeof(h->alt_pair));
+	memset(h->alt_client, 0, sizeof(h->alt_client));
 	n = sdp_real.recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n < 0)
 		return errno == EAGAIN ? -EAGAIN : -errno;
@@ -188,6 +198,8 @@ int sdp__shm_recv_msg(int sock, uint16_t *type, void *priv, uint32_t *priv_len,
 	h->base = m.seg_base;
 	h->pair = m.pair;
 	h->pair_client = m.pair_client;
+	memcpy(h->alt_pair, m.alt_pair, sizeof(h->alt_pair));
+	memcpy(h->alt_client, m.alt_client, sizeof(h->alt_client));
 	if (flags)
 		*flags = m.flags;
 	memcpy(priv, m.priv, m.priv_len);
@@ -364,6 +376,10 @@ int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
 		memcpy(qp->hello, priv, priv_len);
 		qp->hello_len = priv_len;
 	}
+	/* A process that takes one of the other pairs named may send at
+	 * once: our receives are there too. */
+	for (int a = 0; a < qp->nalt; a++)
+		sdp__shm_seg_write_recvs(qp, &qp->alt[a].mine);
 	err = sdp__shm_name_connect(&qp->sock, &d);
 	if (!err)
 		err = sdp__shm_send_msg(qp->sock, SHM_MSG_HELLO, qp, &d, priv,
@@ -386,6 +402,39 @@ int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
  * taken is forgotten. */
 static int accept_segment(struct shm_qp *qp, const struct shm_hello *h)
 {
+	if (h->pair && h->memfd < 0 && qp->offer_mine) {
+		/* One of the pairs named beside the first, taken by the
+		 * process it was kept with: its segments take the place of
+		 * the first pair's, which is given up. */
+		for (int a = 0; a < qp->nalt; a++) {
+			struct shm_alt *t = &qp->alt[a];
+			struct shm_seg was;
+			int err;
+
+			if (h->pair != t->theirs.nonce || h->cred.pid != t->peer)
+				continue;
+			err = sdp__shm_seg_switch(qp, &t->mine, &was);
+			if (err)
+				return err;
+			qp->peer = t->theirs;
+			qp->offer = t->theirs.nonce;
+			/* The first pair, untaken, goes back with the rest. */
+			*t = (struct shm_alt){
+				.mine = was, .theirs = qp->kept_peer,
+				.peer = qp->kept_pid,
+				.since_ms = sdp__shm_now_ms(),
+			};
+			memset(&qp->kept_peer, 0, sizeof(qp->kept_peer));
+			qp->kept_pid = h->cred.pid;
+			sdp__shm_keep_alts_return(qp, -1, true);
+			return 0;
+		}
+	}
+	/* Our first pair taken by the process that keeps it: the others
+	 * not.  Anything else is an error, after which none is trusted. */
+	sdp__shm_keep_alts_return(qp, -1, h->pair && h->pair == qp->offer &&
+					  h->memfd < 0 &&
+					  h->cred.pid == qp->kept_pid);
 	if (h->pair) {
 		if (h->pair != qp->offer || h->memfd >= 0 ||
 		    h->cred.pid != qp->kept_pid)
@@ -406,14 +455,27 @@ static int accept_segment(struct shm_qp *qp, const struct shm_hello *h)
  * after a Hello without a memfd: a second RETRY is a protocol error. */
 static int hello_again(struct shm_qp *qp)
 {
+	struct shm_seg was;
 	int err;
 
 	if (!qp->offer_mine)
 		return -EPROTO;
 	sdp__shm_keep_missed(&qp->dst);
-	sdp__shm_seg_unmap(&qp->kept_peer);
 	qp->offer = qp->offer_mine = 0;
-	err = sdp__shm_seg_renew(qp);
+	err = sdp__shm_seg_renew(qp, &was);
+	/* No pair named was taken, the first one neither: all go back to
+	 * the pool, for the processes of the listener that keep them. */
+	if (!err && qp->nalt < SHM_KEEP_ALTS) {
+		qp->alt[qp->nalt++] = (struct shm_alt){
+			.mine = was, .theirs = qp->kept_peer,
+			.peer = qp->kept_pid, .since_ms = sdp__shm_now_ms(),
+		};
+		memset(&qp->kept_peer, 0, sizeof(qp->kept_peer));
+	} else {
+		sdp__shm_seg_unmap(&was);
+	}
+	sdp__shm_seg_unmap(&qp->kept_peer);
+	sdp__shm_keep_alts_return(qp, -1, true);
 	if (!err)
 		err = sdp__shm_send_msg(qp->sock, SHM_MSG_HELLO, qp, &qp->dst,
 					qp->hello, qp->hello_len);

@@ -23,10 +23,21 @@
  * the receives posted there again from its own records, and sends its
  * Hello again with it: so a segment is never given to a process that did
  * not share it before, and nothing a process that shared it wrote there
- * is carried over.  Where a quarter of the pairs named are answered RETRY
- * (a listener that processes share: which one accepts is not known), the
- * client names none for a while, only the listener's segment beside a new
- * one of its own, which the listener takes or ignores at no cost.
+ * is carried over.  The pair named is then not lost: the client's segment
+ * stays mapped elsewhere and goes back to the pool.
+ *
+ * A listener that processes share (a pre-forking server): which one
+ * accepts is not known, so beside the newest pair the Hello names the
+ * newest kept with each other process of the listener (SHM_KEEP_ALTS),
+ * every client segment of them reset and holding the receives posted.
+ * The process that accepts takes its own; if that is not the first, the
+ * client moves that pair's segment to its segment's address (mremap) in
+ * its place, and the first goes back to the pool, as do the others: the
+ * answer shows no other process took them.  Where a quarter of the pairs
+ * named are answered RETRY, the client names pairs there for a while only
+ * when it keeps them with two processes or more, else only the listener's
+ * segment beside a new one of its own, which the listener takes or
+ * ignores at no cost.
  *
  * Who can write into a kept segment: only the two processes that shared
  * it (and fork() children that inherited a mapping of it: their family),
@@ -255,6 +266,53 @@ static void offer_listener_seg(struct shm_qp *qp, struct kept *k)
 	qp->offer = k->theirs.nonce;
 }
 
+/* Beside the pair taken (with process `first`), up to SHM_KEEP_ALTS more
+ * whole pairs to `dst`, each with another process of the listener, the
+ * newest of each: a listener that processes share accepts in any of them,
+ * and each takes its own (shm_cm.c switches to it). */
+static struct kept *alt_pair_locked(const struct shm_qp *qp,
+				    const struct shm_addr *dst, uint32_t depth,
+				    pid_t first)
+{
+	struct kept *best = NULL;
+
+	for (size_t i = 0; i < 2 * KEEP_PER_ROLE; i++) {
+		struct kept *k = &keep_tab[i];
+		bool named = k->peer == first;
+
+		for (int a = 0; a < qp->nalt && !named; a++)
+			named = qp->alt[a].peer == k->peer;
+		if (named || !k->used || !k->client ||
+		    !same_addr(&k->dst, dst) || !listener_kept(k) ||
+		    !atomic_load(&k->mine.ctrl->released) ||
+		    k->mine.depth != depth ||
+		    k->mine.region_size != qp->attr.recv_region_size)
+			continue;
+		if (!best || k->order > best->order)
+			best = k;
+	}
+	return best;
+}
+
+/* Each is reset now, and holds the receives posted when the Hello goes
+ * (sdp__shm_seg_write_recvs): the process that takes it may send at
+ * once. */
+static void take_alts_locked(struct shm_qp *qp, const struct shm_addr *dst,
+			     uint32_t depth, pid_t first)
+{
+	struct kept *k;
+
+	while (qp->nalt < SHM_KEEP_ALTS &&
+	       (k = alt_pair_locked(qp, dst, depth, first))) {
+		sdp__shm_keep_reset(&k->mine, k->mr_used);
+		qp->alt[qp->nalt++] = (struct shm_alt){
+			.mine = k->mine, .theirs = k->theirs,
+			.peer = k->peer, .since_ms = k->since_ms,
+		};
+		k->used = false;
+	}
+}
+
 bool sdp__shm_keep_take_pair(struct shm_qp *qp, const struct shm_addr *dst,
 			     uint32_t depth)
 {
@@ -266,8 +324,13 @@ bool sdp__shm_keep_take_pair(struct shm_qp *qp, const struct shm_addr *dst,
 
 	pool_lock(&u);
 	d = dest_locked(dst, now);
-	k = d->off_until_ms > now ? NULL :
-	    whole_pair_locked(dst, depth, qp->attr.recv_region_size);
+	k = whole_pair_locked(dst, depth, qp->attr.recv_region_size);
+	/* After many RETRYs, only with pairs kept with two processes or
+	 * more: the listener's processes that accept, named together. */
+	qp->nalt = 0;
+	if (k && d->off_until_ms > now &&
+	    !alt_pair_locked(qp, dst, depth, k->peer))
+		k = NULL;
 	if (k) {
 		sdp__shm_keep_reset(&k->mine, k->mr_used);
 		qp->me = k->mine;
@@ -275,6 +338,7 @@ bool sdp__shm_keep_take_pair(struct shm_qp *qp, const struct shm_addr *dst,
 		offer_listener_seg(qp, k);
 		k->used = false;
 		taken = true;
+		take_alts_locked(qp, dst, depth, k->peer);
 		if (++d->named > KEEP_DEST_WINDOW) {
 			d->named /= 2;
 			d->retried /= 2;
@@ -301,26 +365,41 @@ void sdp__shm_keep_offer(struct shm_qp *qp, const struct shm_addr *dst)
 	pool_unlock(&u);
 }
 
+/* The listener's side of the pair a Hello names as (pair, client), kept
+ * by this process for the sender, whose client is done with it. */
+static struct kept *listener_pair_locked(const struct shm_hello *h,
+					 uint64_t pair, uint64_t client)
+{
+	for (size_t i = 0; pair && i < 2 * KEEP_PER_ROLE; i++) {
+		struct kept *k = &keep_tab[i];
+
+		if (k->used && !k->client && k->mine.nonce == pair &&
+		    k->peer == h->cred.pid &&
+		    atomic_load(&k->mine.ctrl->released) &&
+		    (!client || k->theirs.nonce == client))
+			return k;
+	}
+	return NULL;
+}
+
 bool sdp__shm_keep_take(struct shm_conn_req *r, const struct shm_hello *h)
 {
-	struct kept *hit = NULL;
+	struct kept *hit;
 	struct unmaps u;
 
 	pool_lock(&u);
-	for (size_t i = 0; i < 2 * KEEP_PER_ROLE && !hit; i++) {
-		struct kept *k = &keep_tab[i];
-
-		if (k->used && !k->client && k->mine.nonce == h->pair &&
-		    k->peer == h->cred.pid &&
-		    atomic_load(&k->mine.ctrl->released) &&
-		    (!h->pair_client || k->theirs.nonce == h->pair_client))
-			hit = k;
-	}
+	hit = listener_pair_locked(h, h->pair, h->pair_client);
+	/* Pairs kept with other processes of ours are named only beside a
+	 * client segment of each (no memfd passed). */
+	for (int a = 0; a < SHM_KEEP_ALTS && !hit && h->pair_client; a++)
+		if (h->alt_client[a])
+			hit = listener_pair_locked(h, h->alt_pair[a],
+						   h->alt_client[a]);
 	if (hit) {
 		r->kept_me = hit->mine;
 		r->kept_nonce = hit->mine.nonce;
 		r->kept_mr_used = hit->mr_used;
-		if (h->pair_client)
+		if (h->pair_client)	/* the one named with ours */
 			r->peer = hit->theirs;
 		else	/* the client passed a new segment of its own */
 			u.seg[u.n++] = hit->theirs;
@@ -415,6 +494,31 @@ void sdp__shm_keep_park(struct shm_qp *qp)
 		memset(&qp->me, 0, sizeof(qp->me));
 		memset(&qp->peer, 0, sizeof(qp->peer));
 	}
+}
+
+void sdp__shm_keep_alts_return(struct shm_qp *qp, int except, bool untaken)
+{
+	for (int a = 0; a < qp->nalt; a++) {
+		struct shm_alt *t = &qp->alt[a];
+		struct kept e = {
+			.client = true, .mine = t->mine, .theirs = t->theirs,
+			.peer = t->peer, .dst = qp->dst, .since_ms = t->since_ms,
+		};
+
+		if (a == except || !t->mine.ctrl)
+			continue;
+		/* The reset cleared the listener's `released`: no QP of its
+		 * is on it, as the answer shows, so it is whole again. */
+		if (untaken && qp->dst.port) {
+			atomic_store(&t->mine.ctrl->released, 1);
+			if (store(&e))
+				continue;
+		}
+		sdp__shm_seg_unmap(&t->mine);
+		sdp__shm_seg_unmap(&t->theirs);
+	}
+	memset(qp->alt, 0, sizeof(qp->alt));
+	qp->nalt = 0;
 }
 
 void sdp__shm_keep_counts(unsigned long *kept, unsigned long *taken)

@@ -51,6 +51,13 @@ static uint32_t roundup_pow2(uint32_t v)
 
 /* A new sealed segment file mapped at `at` (MAP_FIXED, over what is
  * there), or anywhere if NULL, its header written.  Sets qp->memfd. */
+static _Atomic unsigned long segs_made;
+
+unsigned long sdp__shm_segs_made(void)
+{
+	return atomic_load(&segs_made);
+}
+
 static int seg_file(struct shm_qp *qp, void *at, void **out)
 {
 	uint32_t depth = roundup_pow2(qp->attr.max_recv_wr);
@@ -63,6 +70,7 @@ static int seg_file(struct shm_qp *qp, void *at, void **out)
 	qp->memfd = memfd_create("libsdp-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (qp->memfd < 0)
 		return -errno;
+	atomic_fetch_add_explicit(&segs_made, 1, memory_order_relaxed);
 	if (ftruncate(qp->memfd, lo.total) ||
 	    sdp_real.fcntl(qp->memfd, F_ADD_SEALS,
 			   F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
@@ -105,43 +113,111 @@ static int seg_create(struct shm_qp *qp)
  * (a connect waiting) sleep on the old file's futex, and the count of
  * them is in the old file: both are reached through a second mapping of
  * its first page (mremap of a shared mapping with an old size of 0). */
-int sdp__shm_seg_renew(struct shm_qp *qp)
+/* The segment now at our address, in place of the one whose first page
+ * `old` still maps: the receives posted, from our own records, and the
+ * sleepers on the old one moved over. */
+void sdp__shm_seg_write_recvs(const struct shm_qp *qp, struct shm_seg *seg)
+{
+	uint32_t mask = qp->me.depth - 1;
+
+	for (uint32_t t = 0; t < qp->me.depth; t++) {
+		const struct shm_rwr *w = &qp->rwr[t];
+
+		if (!w->posted)
+			continue;
+		atomic_store(&seg->rq[w->seq & mask].offset, w->offset);
+		atomic_store(&seg->rq[w->seq & mask].length, w->length);
+		atomic_store(&seg->rq[w->seq & mask].tag, t);
+	}
+	atomic_store(&seg->ctrl->rq_prod, qp->rq_prod);
+}
+
+static void seg_adopt(struct shm_qp *qp, struct shm_ctrl *old)
+{
+	struct shm_ctrl *c = qp->me.ctrl;
+
+	qp->me.nonce = atomic_load(&c->nonce);
+	sdp__shm_seg_write_recvs(qp, &qp->me);
+	atomic_fetch_add(&c->waiters, atomic_load(&old->waiters));
+	/* Moved on, for a sleeper that looks again here. */
+	atomic_store(&c->seq, atomic_load(&old->seq) + 1);
+}
+
+/* The new mapping at our address failed, and may have unmapped the old
+ * file: keep the range mapped for what touches it until the QP, which
+ * fails, is destroyed. */
+static void seg_hole(struct shm_qp *qp)
+{
+	mmap(qp->me.ctrl, qp->me.size, PROT_READ | PROT_WRITE,
+	     MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+}
+
+/* Sleepers on the old file's seq look again (at the new one); its
+ * mapping `old` of `len` bytes goes, or is the whole segment, given back
+ * in *was. */
+static void seg_leave(const struct shm_qp *qp, struct shm_ctrl *old,
+		      size_t len, struct shm_seg *was)
+{
+	atomic_fetch_add(&old->seq, 1);
+	sdp__shm_futex_wake(&old->seq);
+	if (!was) {
+		munmap(old, len);
+		return;
+	}
+	sdp__shm_seg_place(was, old, len, qp->me.depth, qp->me.region_size);
+	was->nonce = atomic_load(&old->nonce);
+}
+
+int sdp__shm_seg_renew(struct shm_qp *qp, struct shm_seg *was)
 {
 	struct shm_ctrl *c = qp->me.ctrl, *old;
-	uint32_t mask = qp->me.depth - 1;
+	size_t keep = was ? qp->me.size : 4096;
 	void *map;
 	int err;
 
-	old = mremap(c, 0, 4096, MREMAP_MAYMOVE);
+	if (was)
+		memset(was, 0, sizeof(*was));
+	old = mremap(c, 0, keep, MREMAP_MAYMOVE);
 	if (old == MAP_FAILED)
 		return -errno;
 	err = seg_file(qp, c, &map);
-	if (!err) {
-		qp->me.nonce = atomic_load(&c->nonce);
-		for (uint32_t t = 0; t < qp->me.depth; t++) {
-			const struct shm_rwr *w = &qp->rwr[t];
-
-			if (!w->posted)
-				continue;
-			atomic_store(&qp->me.rq[w->seq & mask].offset, w->offset);
-			atomic_store(&qp->me.rq[w->seq & mask].length, w->length);
-			atomic_store(&qp->me.rq[w->seq & mask].tag, t);
-		}
-		atomic_store(&c->rq_prod, qp->rq_prod);
-		atomic_fetch_add(&c->waiters, atomic_load(&old->waiters));
-		/* Moved on, for a sleeper that looks again here. */
-		atomic_store(&c->seq, atomic_load(&old->seq) + 1);
-	} else {
-		/* A failed MAP_FIXED may have unmapped the old file: keep the
-		 * range mapped for what touches it until the QP, which fails,
-		 * is destroyed. */
-		mmap(c, qp->me.size, PROT_READ | PROT_WRITE,
-		     MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-	}
-	atomic_fetch_add(&old->seq, 1);
-	sdp__shm_futex_wake(&old->seq);
-	munmap(old, 4096);
+	if (!err)
+		seg_adopt(qp, old);
+	else
+		seg_hole(qp);
+	seg_leave(qp, old, keep, err ? NULL : was);
 	return err;
+}
+
+/* A kept segment of ours, reset (shm_keep.c), moved to our segment's
+ * address in its place: the engine and the user-space readiness hold
+ * pointers into it.  The one it replaces stays mapped elsewhere, in *was
+ * (a second mapping of the whole file, made first: the address is never
+ * a hole), for the pool. */
+int sdp__shm_seg_switch(struct shm_qp *qp, struct shm_seg *to,
+			struct shm_seg *was)
+{
+	struct shm_ctrl *c = qp->me.ctrl, *old;
+	size_t size = qp->me.size;
+
+	memset(was, 0, sizeof(*was));
+	if (to->size != size || to->depth != qp->me.depth ||
+	    to->region_size != qp->me.region_size)
+		return -EPROTO;
+	old = mremap(c, 0, size, MREMAP_MAYMOVE);
+	if (old == MAP_FAILED)
+		return -errno;
+	if (mremap(to->ctrl, size, size, MREMAP_MAYMOVE | MREMAP_FIXED,
+		   c) == MAP_FAILED) {
+		int err = -errno;
+
+		munmap(old, size);	/* ours is still at c */
+		return err;
+	}
+	memset(to, 0, sizeof(*to));
+	seg_adopt(qp, old);
+	seg_leave(qp, old, size, was);
+	return 0;
 }
 
 /* A kept segment of the request's, if it has the sizes asked. */
@@ -220,6 +296,7 @@ err_unmap:
 	free(qp->rwr);
 	sdp__shm_seg_unmap(&qp->me);
 	sdp__shm_seg_unmap(&qp->kept_peer);
+	sdp__shm_keep_alts_return(qp, -1, false);
 	if (qp->memfd >= 0)
 		sdp_close(qp->memfd);
 err_free:
@@ -362,6 +439,8 @@ static void shm_release_qp(struct shm_qp *qp)
 	sdp__shm_seg_unmap(&qp->peer);
 	sdp__shm_seg_unmap(&qp->me);
 	sdp__shm_seg_unmap(&qp->kept_peer);
+	/* Named, never answered: a process may hold them now. */
+	sdp__shm_keep_alts_return(qp, -1, false);
 	if (qp->sock >= 0)
 		sdp_close(qp->sock);
 	if (qp->memfd >= 0)
