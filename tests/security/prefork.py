@@ -60,12 +60,8 @@ while not stop:
         continue
     with c:
         c.settimeout(10)
-        line = b""
-        while not line.endswith(b"\n"):
-            got = c.recv(4096)
-            if not got:
-                break
-            line += got
+        with c.makefile("rb") as f:
+            line = f.readline()
         c.sendall(hashlib.sha256(line).hexdigest().encode() + b"\n")
 os.kill(child, signal.SIGTERM)
 os.waitpid(child, 0)
