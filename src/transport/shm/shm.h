@@ -305,7 +305,9 @@ struct shm_qp {
 	pid_t kept_pid;
 	uint8_t hello[SDP_CM_PRIV_MAX];
 	uint32_t hello_len;
-	struct shm_alt alt[SHM_KEEP_ALTS];	/* named beside `offer` */
+	/* Named beside `offer`; one slot more, where the first pair waits
+	 * to go back to the pool when the answer passed it over. */
+	struct shm_alt alt[SHM_KEEP_ALTS + 1];
 	int nalt;
 	bool shared;			/* a fork() shared it: never kept */
 

@@ -405,7 +405,7 @@ static int accept_segment(struct shm_qp *qp, const struct shm_hello *h)
 	if (h->pair && h->memfd < 0 && qp->offer_mine) {
 		/* One of the pairs named beside the first, taken by the
 		 * process it was kept with: its segments take the place of
-		 * the first pair's, which is given up. */
+		 * the first pair's, which goes back to the pool. */
 		for (int a = 0; a < qp->nalt; a++) {
 			struct shm_alt *t = &qp->alt[a];
 			struct shm_seg was;
@@ -465,7 +465,7 @@ static int hello_again(struct shm_qp *qp)
 	err = sdp__shm_seg_renew(qp, &was);
 	/* No pair named was taken, the first one neither: all go back to
 	 * the pool, for the processes of the listener that keep them. */
-	if (!err && qp->nalt < SHM_KEEP_ALTS) {
+	if (!err) {
 		qp->alt[qp->nalt++] = (struct shm_alt){
 			.mine = was, .theirs = qp->kept_peer,
 			.peer = qp->kept_pid, .since_ms = sdp__shm_now_ms(),

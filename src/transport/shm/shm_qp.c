@@ -113,9 +113,6 @@ static int seg_create(struct shm_qp *qp)
  * (a connect waiting) sleep on the old file's futex, and the count of
  * them is in the old file: both are reached through a second mapping of
  * its first page (mremap of a shared mapping with an old size of 0). */
-/* The segment now at our address, in place of the one whose first page
- * `old` still maps: the receives posted, from our own records, and the
- * sleepers on the old one moved over. */
 void sdp__shm_seg_write_recvs(const struct shm_qp *qp, struct shm_seg *seg)
 {
 	uint32_t mask = qp->me.depth - 1;
@@ -132,6 +129,9 @@ void sdp__shm_seg_write_recvs(const struct shm_qp *qp, struct shm_seg *seg)
 	atomic_store(&seg->ctrl->rq_prod, qp->rq_prod);
 }
 
+/* The segment now at our address, in place of the one whose first page
+ * `old` still maps: the receives posted, from our own records, and the
+ * sleepers on the old one moved over. */
 static void seg_adopt(struct shm_qp *qp, struct shm_ctrl *old)
 {
 	struct shm_ctrl *c = qp->me.ctrl;
@@ -211,7 +211,8 @@ int sdp__shm_seg_switch(struct shm_qp *qp, struct shm_seg *to,
 		   c) == MAP_FAILED) {
 		int err = -errno;
 
-		munmap(old, size);	/* ours is still at c */
+		seg_hole(qp);
+		seg_leave(qp, old, size, NULL);
 		return err;
 	}
 	memset(to, 0, sizeof(*to));
