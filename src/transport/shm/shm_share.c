@@ -16,12 +16,15 @@
  * refused but held by the process (parked: shm_portspace.c's pending list,
  * at most SHM_PARKED_MAX, each for SHM_PENDING_TMO_MS), and for
  * SHM_SILENT_HOLD_MS after it accept() waits SHM_HELLO_PARK_WAIT_MS only,
- * parking the connections whose Hello is not there by then.  Every
- * accept() of the process looks at what it holds first, and a blocking one
- * looks again every few milliseconds while it holds any
- * (take_retry_ms).  So a local user who keeps silent connections queued
- * costs the server one wait of a second, then two milliseconds each, not a
- * second each (docs/SECURITY.md).
+ * parking the connections whose Hello is not there by then.  A held
+ * connection is in the listener's epoll set (the family's), so its Hello
+ * makes the listener readable again, and every accept() of the process
+ * looks at what it holds first; a call that took only connections that
+ * became no request says -ECONNABORTED (socket/socket.c: a blocking
+ * accept() waits for a real one a while, then returns that).  So a local
+ * user who keeps silent connections queued costs the server one wait of a
+ * second, then two milliseconds each, not a second each
+ * (docs/SECURITY.md).
  */
 #include <errno.h>
 #include <fcntl.h>
