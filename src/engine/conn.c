@@ -122,12 +122,9 @@ void sdp_conn_fd_limit_changed(void)
 
 static rlim_t nofile_soft(void)
 {
-	struct timespec ts;
+	uint64_t now = sdp_now_ns();
 	struct rlimit rl;
-	uint64_t now;
 
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	if (now < atomic_load_explicit(&nofile_until_ns, memory_order_acquire))
 		return (rlim_t)atomic_load_explicit(&nofile_cur,
 						    memory_order_relaxed);

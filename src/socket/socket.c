@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/cancel.h"
@@ -453,10 +452,7 @@ static void accept_cancelled(void *arg)
 
 static int64_t now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)(sdp_now_ns() / 1000000u);
 }
 
 /* poll() is one of glibc's cancellation points: a pthread_cancel acts in

@@ -510,10 +510,10 @@ bool sdp__shm_keep_take(struct shm_conn_req *r, const struct shm_hello *h);
 void sdp__shm_keep_reset(struct shm_seg *me, bool mr_used);
 /* A QP that ends: keep its two segments for its peer process. */
 void sdp__shm_keep_park(struct shm_qp *qp);
-/* Client: the pairs named beside the first go back to the pool, but
- * alt[except] (-1: all), once the answer shows that no process of the
- * listener took them (`untaken`); else they are given up. */
-void sdp__shm_keep_alts_return(struct shm_qp *qp, int except, bool untaken);
+/* Client: the pairs in qp->alt go back to the pool, once the answer shows
+ * that no process of the listener took them (`untaken`); else they are
+ * given up. */
+void sdp__shm_keep_alts_return(struct shm_qp *qp, bool untaken);
 /* The receives posted, from our records, into `seg` (one of ours). */
 void sdp__shm_seg_write_recvs(const struct shm_qp *qp, struct shm_seg *seg);
 /* Client: the Accept took alt `a`: its segment takes the place of ours at

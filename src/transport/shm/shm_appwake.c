@@ -40,7 +40,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/fdhigh.h"
@@ -131,19 +130,16 @@ static bool ids_read(uint32_t *uid, uint32_t *gid)
  * write, or a writer that meets another, reads the ids itself (no lock: a
  * fork() may come at any instant). */
 static _Atomic uint32_t ids_ver, ids_uid, ids_gid, ids_dumpable;
-static _Atomic uint64_t ids_until_ns;
+static _Atomic uint64_t ids_until_ms;
 
 static bool ids_cached(uint32_t *uid, uint32_t *gid)
 {
-	struct timespec ts;
-	uint64_t now;
+	uint64_t now = sdp__shm_now_ms();
 	uint32_t v, d;
 	bool dumpable;
 
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	v = atomic_load(&ids_ver);
-	if (!(v & 1) && now < atomic_load(&ids_until_ns)) {
+	if (!(v & 1) && now < atomic_load(&ids_until_ms)) {
 		*uid = atomic_load(&ids_uid);
 		*gid = atomic_load(&ids_gid);
 		d = atomic_load(&ids_dumpable);
@@ -157,7 +153,7 @@ static bool ids_cached(uint32_t *uid, uint32_t *gid)
 	atomic_store(&ids_uid, *uid);
 	atomic_store(&ids_gid, *gid);
 	atomic_store(&ids_dumpable, dumpable);
-	atomic_store(&ids_until_ns, now + 1000000000u);
+	atomic_store(&ids_until_ms, now + 1000);
 	atomic_store(&ids_ver, v + 2);
 	return dumpable;
 }

@@ -397,6 +397,20 @@ int sdp__shm_connect(struct sdp_qp *sq, struct sdp_listener *local,
 	return 0;
 }
 
+/* The first pair named, passed over by the answer (its client segment
+ * now mapped at `was`), into `slot` of qp->alt, and every pair there back
+ * to the pool: no process of the listener took them. */
+static void pairs_back(struct shm_qp *qp, struct shm_alt *slot,
+		       const struct shm_seg *was)
+{
+	*slot = (struct shm_alt){
+		.mine = *was, .theirs = qp->kept_peer, .peer = qp->kept_pid,
+		.since_ms = sdp__shm_now_ms(),
+	};
+	memset(&qp->kept_peer, 0, sizeof(qp->kept_peer));
+	sdp__shm_keep_alts_return(qp, true);
+}
+
 /* The listener's segment an Accept names: the kept one we offered, taken
  * by the process that keeps it, or a new one (its memfd).  An offer not
  * taken is forgotten. */
@@ -418,21 +432,14 @@ static int accept_segment(struct shm_qp *qp, const struct shm_hello *h)
 				return err;
 			qp->peer = t->theirs;
 			qp->offer = t->theirs.nonce;
-			/* The first pair, untaken, goes back with the rest. */
-			*t = (struct shm_alt){
-				.mine = was, .theirs = qp->kept_peer,
-				.peer = qp->kept_pid,
-				.since_ms = sdp__shm_now_ms(),
-			};
-			memset(&qp->kept_peer, 0, sizeof(qp->kept_peer));
+			pairs_back(qp, t, &was);
 			qp->kept_pid = h->cred.pid;
-			sdp__shm_keep_alts_return(qp, -1, true);
 			return 0;
 		}
 	}
 	/* Our first pair taken by the process that keeps it: the others
 	 * not.  Anything else is an error, after which none is trusted. */
-	sdp__shm_keep_alts_return(qp, -1, h->pair && h->pair == qp->offer &&
+	sdp__shm_keep_alts_return(qp, h->pair && h->pair == qp->offer &&
 					  h->memfd < 0 &&
 					  h->cred.pid == qp->kept_pid);
 	if (h->pair) {
@@ -463,19 +470,14 @@ static int hello_again(struct shm_qp *qp)
 	sdp__shm_keep_missed(&qp->dst);
 	qp->offer = qp->offer_mine = 0;
 	err = sdp__shm_seg_renew(qp, &was);
-	/* No pair named was taken, the first one neither: all go back to
-	 * the pool, for the processes of the listener that keep them. */
+	/* No pair named was taken, the first one neither. */
 	if (!err) {
-		qp->alt[qp->nalt++] = (struct shm_alt){
-			.mine = was, .theirs = qp->kept_peer,
-			.peer = qp->kept_pid, .since_ms = sdp__shm_now_ms(),
-		};
-		memset(&qp->kept_peer, 0, sizeof(qp->kept_peer));
+		qp->nalt++;	/* the slot beside the three named */
+		pairs_back(qp, &qp->alt[qp->nalt - 1], &was);
 	} else {
-		sdp__shm_seg_unmap(&was);
+		sdp__shm_seg_unmap(&qp->kept_peer);
+		sdp__shm_keep_alts_return(qp, true);
 	}
-	sdp__shm_seg_unmap(&qp->kept_peer);
-	sdp__shm_keep_alts_return(qp, -1, true);
 	if (!err)
 		err = sdp__shm_send_msg(qp->sock, SHM_MSG_HELLO, qp, &qp->dst,
 					qp->hello, qp->hello_len);

@@ -239,6 +239,14 @@ static struct kept *client_pair_locked(const struct shm_addr *dst)
  * again: the listener kept its side, and its QP on our segment is gone
  * (`released`, which it writes before it keeps its side; both are read,
  * as the listener can write either), so ours is ours to reset. */
+static bool pair_whole(const struct kept *k, const struct shm_addr *dst,
+		       uint32_t depth, uint32_t region_size)
+{
+	return k->used && k->client && same_addr(&k->dst, dst) &&
+	       listener_kept(k) && atomic_load(&k->mine.ctrl->released) &&
+	       k->mine.depth == depth && k->mine.region_size == region_size;
+}
+
 static struct kept *whole_pair_locked(const struct shm_addr *dst,
 				      uint32_t depth, uint32_t region_size)
 {
@@ -247,11 +255,7 @@ static struct kept *whole_pair_locked(const struct shm_addr *dst,
 	for (size_t i = 0; i < 2 * KEEP_PER_ROLE; i++) {
 		struct kept *k = &keep_tab[i];
 
-		if (!k->used || !k->client || !same_addr(&k->dst, dst) ||
-		    !listener_kept(k) ||
-		    !atomic_load(&k->mine.ctrl->released) ||
-		    k->mine.depth != depth ||
-		    k->mine.region_size != region_size)
+		if (!pair_whole(k, dst, depth, region_size))
 			continue;
 		if (!best || k->order > best->order)
 			best = k;
@@ -282,11 +286,8 @@ static struct kept *alt_pair_locked(const struct shm_qp *qp,
 
 		for (int a = 0; a < qp->nalt && !named; a++)
 			named = qp->alt[a].peer == k->peer;
-		if (named || !k->used || !k->client ||
-		    !same_addr(&k->dst, dst) || !listener_kept(k) ||
-		    !atomic_load(&k->mine.ctrl->released) ||
-		    k->mine.depth != depth ||
-		    k->mine.region_size != qp->attr.recv_region_size)
+		if (named ||
+		    !pair_whole(k, dst, depth, qp->attr.recv_region_size))
 			continue;
 		if (!best || k->order > best->order)
 			best = k;
@@ -496,7 +497,7 @@ void sdp__shm_keep_park(struct shm_qp *qp)
 	}
 }
 
-void sdp__shm_keep_alts_return(struct shm_qp *qp, int except, bool untaken)
+void sdp__shm_keep_alts_return(struct shm_qp *qp, bool untaken)
 {
 	for (int a = 0; a < qp->nalt; a++) {
 		struct shm_alt *t = &qp->alt[a];
@@ -505,7 +506,7 @@ void sdp__shm_keep_alts_return(struct shm_qp *qp, int except, bool untaken)
 			.peer = t->peer, .dst = qp->dst, .since_ms = t->since_ms,
 		};
 
-		if (a == except || !t->mine.ctrl)
+		if (!t->mine.ctrl)
 			continue;
 		/* The reset cleared the listener's `released`: no QP of its
 		 * is on it, as the answer shows, so it is whole again. */

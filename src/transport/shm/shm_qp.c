@@ -297,7 +297,7 @@ err_unmap:
 	free(qp->rwr);
 	sdp__shm_seg_unmap(&qp->me);
 	sdp__shm_seg_unmap(&qp->kept_peer);
-	sdp__shm_keep_alts_return(qp, -1, false);
+	sdp__shm_keep_alts_return(qp, false);
 	if (qp->memfd >= 0)
 		sdp_close(qp->memfd);
 err_free:
@@ -441,7 +441,7 @@ static void shm_release_qp(struct shm_qp *qp)
 	sdp__shm_seg_unmap(&qp->me);
 	sdp__shm_seg_unmap(&qp->kept_peer);
 	/* Named, never answered: a process may hold them now. */
-	sdp__shm_keep_alts_return(qp, -1, false);
+	sdp__shm_keep_alts_return(qp, false);
 	if (qp->sock >= 0)
 		sdp_close(qp->sock);
 	if (qp->memfd >= 0)
