@@ -101,6 +101,16 @@ static int kernel_unwatched(const struct sdp_conn *c)
 	       !c->held_elsewhere;
 }
 
+/* The peer rings the progress doorbell instead of writing our readiness
+ * byte.  The arm this replaces may have been quiet or alone, under which a
+ * message is announced to nobody: one already there is reported, as
+ * app_arm() reports it, and the caller takes it in (an application that
+ * polls now would otherwise sleep beside it). */
+static int doorbell_instead(struct sdp_conn *c)
+{
+	return SDP_TP(c->qp)->req_notify(c->qp) > 0;
+}
+
 int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask)
 {
 	const struct sdp_app_wake_ops *tp = appwake_ops(c);
@@ -129,14 +139,14 @@ int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask)
 	if (!c->app_fd_shared && !unwatched) {
 		int r = tp->share_app_fd(c->qp, c->ready->lib_fd);
 
-		if (r == -ENOTCONN || r == -EAGAIN)
-			return 0;	/* not yet: try on the next update */
-		if (r < 0) {
+		/* -ENOTCONN, -EAGAIN: not yet, try on the next update. */
+		if (r < 0 && r != -ENOTCONN && r != -EAGAIN) {
 			sdp_log(SDP_LOG_INFO, "conn %u: direct wake-up off: %s",
 				c->id, strerror(-r));
 			c->appwake_off = 1;	/* stay on the doorbell */
-			return 0;
 		}
+		if (r < 0)
+			return doorbell_instead(c);
 		sdp_log(SDP_LOG_DEBUG, "conn %u: direct wake-up on", c->id);
 		c->app_fd_shared = 1;
 	}

@@ -150,6 +150,7 @@ static const struct {
 	{ "select_pselect_poll_ppoll_mixed_with_tcp", t_multiplex },
 	{ "first_wait_after_blocking_io", t_first_wait_after_blocking_io },
 	{ "first_wait_sees_state", t_first_wait_sees_state },
+	{ "first_wait_after_unannounced_arrival", t_first_wait_after_unannounced_arrival },
 	{ "first_wait_out_of_descriptors", t_first_wait_out_of_descriptors },
 	{ "blocking_pingpong_wakes_no_one_else", t_blocking_pingpong_wakes_no_one_else },
 	{ "pingpong_beside_a_busy_cpu", t_pingpong_beside_a_busy_cpu },

@@ -417,12 +417,21 @@ static void test_handover_stale_app_fd(void)
 	ssize_t n;
 	char b;
 
-	pair_up(&p, 2, 2);
+	pair_up(&p, 4, 2);
 	/* The client shares its readiness descriptor; the server takes it.
 	 * Sent (SCM_RIGHTS) as by a QP that a fork() moved to another
-	 * process, which cannot offer it by number. */
+	 * process, which cannot offer it by number: not before the
+	 * connection brought two messages (a unix socket in flight makes
+	 * every close on the host queue the kernel's garbage collector). */
 	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, app), 0);
 	SHM_QP(p.c)->cm_pid = 0;
+	CHECK_EQ(aw->share_app_fd(p.c, app[1]), -EAGAIN);
+	CHECK(!fd_readable(T->event_fd(p.s), 0));	/* nothing sent */
+	CHECK_EQ(send_buf(p.s, 20, "m", 1, 0), 0);
+	CHECK_EQ(poll_n(p.c, wc, 1), 1);
+	CHECK_EQ(aw->share_app_fd(p.c, app[1]), -EAGAIN);
+	CHECK_EQ(send_buf(p.s, 21, "m", 1, 0), 0);
+	CHECK_EQ(poll_n(p.c, wc, 1), 1);
 	CHECK_EQ(aw->share_app_fd(p.c, app[1]), 0);
 	CHECK(fd_readable(T->event_fd(p.s), TMO));
 	T->ack_events(p.s);

@@ -53,6 +53,9 @@
  * unless preempted (on a busy host, a few scheduler slices).  Past this
  * long it is taken as dead.  The owner sleeps meanwhile (wait_written). */
 #define APPWAKE_WRITING_MAX_MS 100
+/* Messages a connection brings before its readiness descriptor is sent
+ * to a peer that cannot take it by number (sdp__shm_share_app_fd). */
+#define SHM_APP_FD_SEND_AFTER 2
 
 /* Yama's ptrace_scope (0 where the module is absent): above 0, only an
  * ancestor may take our descriptors.  Read once. */
@@ -236,6 +239,15 @@ int sdp__shm_share_app_fd(struct sdp_qp *sq, int fd)
 		return -ENOTCONN;
 	if (fd >= 0 && peer_can_take(qp))
 		return offer_app_fd(qp, fd);
+	/* Sent, it is a unix socket in flight until the peer takes it, and
+	 * meanwhile every unix socket closed on the host queues the kernel's
+	 * garbage collector (see offer_app_fd): a connection per request
+	 * between two users (nginx's workers, a client run as root) paid
+	 * three collector wake-ups a request.  So not before the connection
+	 * has brought SHM_APP_FD_SEND_AFTER messages; until then each one
+	 * rings the progress doorbell, as when the descriptor is lost. */
+	if (qp->rq_done < SHM_APP_FD_SEND_AFTER)
+		return -EAGAIN;
 	/* Our wake page goes with it, when we have one: the peer maps it
 	 * read-only (a connection whose peer has none never arms APP_WORD). */
 	fds[1] = sdp_wakeword_share(&gen, NULL, NULL);

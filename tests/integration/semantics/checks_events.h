@@ -452,6 +452,76 @@ static int t_first_wait_sees_state(void)
 }
 
 /*
+ * A message that comes while no wait in the kernel names the socket is
+ * announced to nobody (the application takes it when it calls in).  The
+ * first wait must see it even where libsdp cannot yet hand the readiness
+ * descriptor to the peer: a process that is not dumpable (a server that
+ * changed its ids, as Apache's children do) must send it rather than offer
+ * it by number, and a connection falls back to its progress doorbell until
+ * then.  APR reads a new connection, meets EAGAIN, then polls it: the
+ * request arrives between the two.
+ */
+static int t_first_wait_after_unannounced_arrival(void)
+{
+	int c, s, round;
+	char b;
+
+	SYS(prctl(PR_SET_DUMPABLE, 0));
+	for (round = 0; round < 4; round++) {
+		PAIR(c, s);
+		SYS(fcntl(s, F_SETFL, fcntl(s, F_GETFL) | O_NONBLOCK));
+		CHECK(recv(s, &b, 1, 0) < 0 && errno == EAGAIN,
+		      "round %d: nothing sent, yet recv did not say EAGAIN", round);
+		b = (char)('a' + round);
+		WRITEN(c, &b, 1);
+		struct pollfd p = { s, POLLIN, 0 };
+		CHECK(poll(&p, 1, 3000) == 1 && (p.revents & POLLIN),
+		      "round %d: a byte sent before the first poll, which did not see it in 3 s (revents 0x%x)",
+		      round, p.revents);
+		CHECK(recv(s, &b, 1, 0) == 1 && b == 'a' + round,
+		      "round %d: the byte read back is not the one sent", round);
+		/* And the answer, the same way round. */
+		CHECK(recv(c, &b, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN,
+		      "round %d: the client has data it was not sent", round);
+		WRITEN(s, &b, 1);
+		p = (struct pollfd){ c, POLLIN, 0 };
+		CHECK(poll(&p, 1, 3000) == 1 && (p.revents & POLLIN),
+		      "round %d: the answer was not seen by the client's first poll", round);
+		close(c);
+		close(s);
+	}
+	/* The peer's credits, too: a full send side that the peer drained
+	 * before the first wait is writable at that wait. */
+	char buf[4096];
+	size_t sent = 0, got = 0;
+
+	memset(buf, 'w', sizeof buf);
+	PAIR(c, s);
+	SYS(fcntl(c, F_SETFL, fcntl(c, F_GETFL) | O_NONBLOCK));
+	for (int i = 0; i < 1 << 16; i++) {
+		ssize_t n = send(c, buf, sizeof buf, MSG_NOSIGNAL);
+		if (n < 0) {
+			CHECK(errno == EAGAIN, "filling: %s", strerror(errno));
+			break;
+		}
+		sent += (size_t)n;
+	}
+	while (got < sent) {
+		ssize_t n = recv(s, buf, sizeof buf, 0);
+		CHECK(n > 0, "draining: %zd (%s)", n, strerror(errno));
+		got += (size_t)n;
+	}
+	struct pollfd p = { c, POLLOUT, 0 };
+	CHECK(poll(&p, 1, 3000) == 1 && (p.revents & POLLOUT),
+	      "the peer read all %zu bytes before the first poll, which did not see the send side writable in 3 s",
+	      sent);
+	close(c);
+	close(s);
+	prctl(PR_SET_DUMPABLE, 1);
+	return 0;
+}
+
+/*
  * Out of descriptors when the first wait names a connection that only
  * blocking calls have used (libsdp makes its readiness pair then): the
  * wait fails with ENOMEM or answers correctly, never sleeps unwoken, and
