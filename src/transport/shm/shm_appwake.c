@@ -171,12 +171,13 @@ static bool peer_can_take(const struct shm_qp *qp)
 {
 	uint32_t uid, gid;
 
-	if (qp->cm_pid != getpid() || qp->peer_pid <= 0 ||
-	    ptrace_scope() > 0 || !getfd_supported())
+	if (qp->peer_pid <= 0 || ptrace_scope() > 0 || !getfd_supported())
 		return false;
+	/* The pid last: a system call, and a peer of other ids is asked
+	 * again at every arm until the descriptor is sent. */
 	return ids_cached(&uid, &gid) && uid != (uint32_t)-1 &&
 	       gid != (uint32_t)-1 && uid == qp->peer_uid &&
-	       gid == qp->peer_gid;
+	       gid == qp->peer_gid && qp->cm_pid == getpid();
 }
 
 static uint64_t ino_of(int fd)
