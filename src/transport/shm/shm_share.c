@@ -112,9 +112,15 @@ static int take_one(struct shm_listener *l, int s, uint64_t end,
 	 * naming a pair we do not keep is answered RETRY once. */
 	for (int tries = 0;; tries++) {
 		*retried = tries > 0;
-		err = hello_wait(s, end);
-		if (!err)
-			err = sdp__shm_recv_msg(s, &type, priv, &len, &h, NULL);
+		/* Read first: the Hello is usually there already, and a
+		 * poll() before it would be a system call for nothing. */
+		err = sdp__shm_recv_msg(s, &type, priv, &len, &h, NULL);
+		if (err == -EAGAIN) {
+			err = hello_wait(s, end);
+			if (!err)
+				err = sdp__shm_recv_msg(s, &type, priv, &len,
+							&h, NULL);
+		}
 		if (!err)
 			err = sdp__shm_hello_check(type, &h);
 		if (!err)
