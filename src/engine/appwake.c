@@ -9,6 +9,7 @@
 
 #include "base/config.h"
 #include "engine/conn.h"
+#include "engine/progress.h"
 #include "engine/readiness.h"
 #include "transport/multi.h"
 #include "transport/transport.h"
@@ -104,11 +105,18 @@ static int kernel_unwatched(const struct sdp_conn *c)
 /* The peer rings the progress doorbell instead of writing our readiness
  * byte.  The arm this replaces may have been quiet or alone, under which a
  * message is announced to nobody: one already there is reported, as
- * app_arm() reports it, and the caller takes it in (an application that
- * polls now would otherwise sleep beside it). */
+ * app_arm() reports a message already in the ring, and the caller takes it
+ * in (an application that polls now would otherwise sleep beside it).
+ * req_notify() then left the doorbell unarmed, and the caller's next round
+ * may not come back here: the progress thread services the connection at
+ * its next turn, which arms it again (as when its own loop stops at its
+ * cap). */
 static int doorbell_instead(struct sdp_conn *c)
 {
-	return SDP_TP(c->qp)->req_notify(c->qp) > 0;
+	if (SDP_TP(c->qp)->req_notify(c->qp) <= 0)
+		return 0;
+	sdp_progress_arm_timer(c);
+	return 1;
 }
 
 int sdp_appwake_arm_locked(struct sdp_conn *c, unsigned mask)

@@ -234,7 +234,10 @@ struct sdp_cm_event {
  *   req_notify(qp) returns 0, the fd becomes readable when a new completion
  *   or event arrives, or the provider calls attr->events->notify() for news
  *   the fd does not show; req_notify returns 1 when work is already pending
- *   (poll again instead of sleeping).  ack_events(qp) drains the fd.
+ *   (poll again instead of sleeping), and the QP is then left unarmed.
+ *   The engine also calls it from an application thread, where the
+ *   application's own wake-up falls back to it (engine/appwake.c).
+ *   ack_events(qp) drains the fd.
  *   event_fd() may be -1 (nothing to watch yet, or any more) and may
  *   change over the QP's life; the provider then calls
  *   attr->events->fd_changed().  shm watches its rendezvous socket, so a

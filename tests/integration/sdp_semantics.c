@@ -201,7 +201,7 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "--skip") && i + 1 < argc) {
 			skip = argv[++i];
 		} else if (!strcmp(argv[i], "--no-fork")) {
-			no_fork = 1;
+			no_fork = g_no_fork = 1;
 		} else if (!strcmp(argv[i], "--list")) {
 			list = 1;
 		} else {

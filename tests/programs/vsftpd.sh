@@ -8,8 +8,9 @@
 # pre-login child drops its descriptor limit to 0 before it talks to the
 # client, and the privileged session process accepts each data connection
 # and passes it to the post-login child over a unix socket (SCM_RIGHTS).
-# Both ends log at SDP_LOG=3, the daemon with the control connection as its
-# stderr: a log line there would break the FTP replies.  Evidence: SDP_LOG
+# Both ends log at SDP_LOG=3 (but for the listing's curl), the daemon with
+# the control connection as its stderr: a log line there would break the
+# FTP replies.  Evidence: SDP_LOG
 # transitions in the client, no fallback.  Needs root (chroot, setuid).
 KNOWN_FAILURES=""
 . "$(dirname "$0")/common.sh"

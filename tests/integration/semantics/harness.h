@@ -10,6 +10,7 @@
 
 static char detail[600];
 static int t_num, t_fail, t_skip;
+static int g_no_fork;	/* --no-fork: every check in this one process */
 static const char *cur_name;
 
 #define T_SKIP 77
