@@ -272,8 +272,7 @@ struct shm_alt {
 	struct shm_seg mine, theirs;	/* as kept: our segment (reset), our
 					 * mapping of the listener's */
 	pid_t peer;
-	bool mr_used;
-	uint64_t since_ms, order;
+	uint64_t since_ms;
 };
 
 struct shm_qp {

@@ -49,8 +49,6 @@ static uint32_t roundup_pow2(uint32_t v)
 	return p;
 }
 
-/* A new sealed segment file mapped at `at` (MAP_FIXED, over what is
- * there), or anywhere if NULL, its header written.  Sets qp->memfd. */
 static _Atomic unsigned long segs_made;
 
 unsigned long sdp__shm_segs_made(void)
@@ -58,6 +56,8 @@ unsigned long sdp__shm_segs_made(void)
 	return atomic_load(&segs_made);
 }
 
+/* A new sealed segment file mapped at `at` (MAP_FIXED, over what is
+ * there), or anywhere if NULL, its header written.  Sets qp->memfd. */
 static int seg_file(struct shm_qp *qp, void *at, void **out)
 {
 	uint32_t depth = roundup_pow2(qp->attr.max_recv_wr);
@@ -108,11 +108,6 @@ static int seg_create(struct shm_qp *qp)
 	return 0;
 }
 
-/* Nothing is read from the segment being replaced: a process that mapped
- * it before may have written anything there.  Threads asleep on its seq
- * (a connect waiting) sleep on the old file's futex, and the count of
- * them is in the old file: both are reached through a second mapping of
- * its first page (mremap of a shared mapping with an old size of 0). */
 void sdp__shm_seg_write_recvs(const struct shm_qp *qp, struct shm_seg *seg)
 {
 	uint32_t mask = qp->me.depth - 1;
@@ -168,6 +163,11 @@ static void seg_leave(const struct shm_qp *qp, struct shm_ctrl *old,
 	was->nonce = atomic_load(&old->nonce);
 }
 
+/* Nothing is read from the segment being replaced: a process that mapped
+ * it before may have written anything there.  Threads asleep on its seq
+ * (a connect waiting) sleep on the old file's futex, and the count of
+ * them is in the old file: both are reached through a second mapping of
+ * it (mremap of a shared mapping with an old size of 0). */
 int sdp__shm_seg_renew(struct shm_qp *qp, struct shm_seg *was)
 {
 	struct shm_ctrl *c = qp->me.ctrl, *old;
