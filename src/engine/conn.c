@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -17,7 +18,9 @@
 #include <unistd.h>
 
 #include "base/atfork.h"
+#include "base/cancel.h"
 #include "base/config.h"
+#include "base/real.h"
 #include "engine/handover.h"
 #include "engine/relay.h"
 #include "base/owner.h"
@@ -464,6 +467,12 @@ int sdp_conn_connect(struct sdp_conn *c, struct sdp_listener *local,
 	 * attempt at the deadline, and a "both" socket falls back. */
 	c->connect_deadline_ns = sdp_now_ns() +
 		(uint64_t)sdp_cfg.connect_timeout_ms * 1000000ull;
+	if (c->connect_waits && SDP_TP(qp)->answer_fd &&
+	    SDP_TP(qp)->answer_fd(qp) >= 0) {
+		c->unlisted = 1;	/* sdp_conn_wait_connected lists it */
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
 	pthread_mutex_unlock(&c->lock);
 	r = sdp_progress_add_conn(c);
 	if (r == 0)
@@ -813,6 +822,54 @@ int sdp_conn_take_err_locked(struct sdp_conn *c)
 	return e;
 }
 
+/* Hand an unlisted active open to the progress thread once its wait ends:
+ * an attempt still under way gets its deadline there.  One that failed
+ * has nothing left to progress: it stays off the list, and its close frees
+ * it. */
+static void conn_list(struct sdp_conn *c)
+{
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	if (!c->unlisted || c->state == SDP_ST_RESET) {
+		c->unlisted = 0;
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	c->unlisted = 0;
+	pthread_mutex_unlock(&c->lock);
+	r = sdp_progress_add_conn(c);
+	pthread_mutex_lock(&c->lock);
+	if (r < 0 && c->state != SDP_ST_RESET) {
+		c->so_error = r;
+		sdp_conn_reset_locked(c, r, SDP_REASON_TRANSPORT);
+	} else if (r == 0 && c->state == SDP_ST_CONNECTING) {
+		sdp_progress_arm_timer_at(c, c->connect_deadline_ns);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* A blocking connect's sleep on the answer, in slices (below). */
+#define SDP_ANSWER_SLICE_MS 100
+
+/* Sleep until the answer may be there, at most `ms` (-1: no bound): 0, or
+ * -EINTR for a signal or a cancel.  No thread but this one watches the
+ * answer's descriptor.  The sleep is sliced so that a pthread_cancel,
+ * which cannot wake a poll(), acts within a slice. */
+static int conn_wait_answer(struct sdp_conn *c, int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+	int slice = ms < 0 || ms > SDP_ANSWER_SLICE_MS ? SDP_ANSWER_SLICE_MS :
+		    ms;
+
+	(void)c;
+	if (sdp_cancel_actionable())
+		return -EINTR;
+	if (sdp_real.poll(&p, 1, slice) < 0 && errno == EINTR)
+		return -EINTR;
+	return sdp_cancel_actionable() ? -EINTR : 0;
+}
+
 int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms)
 {
 	uint64_t deadline = timeout_ms >= 0 ?
@@ -822,25 +879,37 @@ int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms)
 
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
+		uint64_t now, until;
+		int afd;
+
 		seq = SDP_TP(c->qp)->wait_seq(c->qp);
 		sdp_conn_progress_locked(c);
 		if (c->state != SDP_ST_CONNECTING)
 			break;
-		tmo = -1;
-		if (deadline) {
-			uint64_t now = sdp_now_ns();
-
-			if (now >= deadline) {
-				pthread_mutex_unlock(&c->lock);
-				return -ETIMEDOUT;
-			}
-			tmo = (int)((deadline - now) / 1000000ull) + 1;
+		now = sdp_now_ns();
+		/* Unlisted, the attempt's own deadline is ours to keep. */
+		if (c->unlisted && now >= c->connect_deadline_ns) {
+			sdp_conn_reset_locked(c, -ETIMEDOUT,
+					      SDP_REASON_CONNECT_TIMEOUT);
+			break;
 		}
+		if (deadline && now >= deadline) {
+			pthread_mutex_unlock(&c->lock);
+			conn_list(c);
+			return -ETIMEDOUT;
+		}
+		until = deadline;
+		if (c->unlisted && (!until || c->connect_deadline_ns < until))
+			until = c->connect_deadline_ns;
+		tmo = until ? (int)((until - now) / 1000000ull) + 1 : -1;
+		afd = c->unlisted ? SDP_TP(c->qp)->answer_fd(c->qp) : -1;
 		pthread_mutex_unlock(&c->lock);
-		r = SDP_TP(c->qp)->wait(c->qp, seq, tmo);
+		r = afd >= 0 ? conn_wait_answer(c, afd, tmo) :
+			       SDP_TP(c->qp)->wait(c->qp, seq, tmo);
 		pthread_mutex_lock(&c->lock);
 		if (r == -EINTR) {
 			pthread_mutex_unlock(&c->lock);
+			conn_list(c);
 			return -EINTR;
 		}
 	}
@@ -848,6 +917,7 @@ int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms)
 	if (r)
 		c->so_error = 0;	/* reported by connect() itself */
 	pthread_mutex_unlock(&c->lock);
+	conn_list(c);
 	return r;
 }
 

@@ -279,6 +279,13 @@ struct sdp_conn {
 	unsigned dead:1;		/* queued for freeing */
 	uint64_t close_deadline_ns;
 	uint64_t connect_deadline_ns;	/* CONNECTING: reset after it */
+	/* An active open whose caller waits for the answer (a blocking
+	 * connect): it sleeps on the transport's answer_fd itself, and the
+	 * progress thread gets the connection only once the wait ends
+	 * (unlisted until then), so that the answer wakes one thread, not
+	 * the progress thread and then the caller. */
+	unsigned connect_waits:1;
+	unsigned unlisted:1;
 	/* Why a close that resets does so, when the closer knows better
 	 * than "SO_LINGER 0" or "unread data" (the exec relay). */
 	enum sdp_reason close_reason;

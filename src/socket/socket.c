@@ -642,9 +642,12 @@ static int still_connecting(struct sdp_conn *c);
 static int switch_fallback(struct sdp_sock *s, int fd, const struct sockaddr *sa,
 			   socklen_t len, int err);
 
-/* Start an active open.  Called with s->lock held. */
+/* Start an active open.  Called with s->lock held.  `waits`: the caller
+ * waits for the answer (a blocking connect) and lists the connection with
+ * the progress thread by that wait (sdp_conn_wait_connected). */
 static int sock_connect_start(struct sdp_sock *s,
-			      const struct sockaddr_storage *a, socklen_t alen)
+			      const struct sockaddr_storage *a, socklen_t alen,
+			      int waits)
 {
 	struct sdp_conn *c;
 	int r;
@@ -654,6 +657,7 @@ static int sock_connect_start(struct sdp_sock *s,
 		return r;
 	conn_apply_options(c, s);
 	c->ready = &s->ready;
+	c->connect_waits = !!waits;
 	sdp_ready_set(&s->ready, 0);	/* not writable until connected */
 	r = sdp_conn_connect(c, s->bound, (const struct sockaddr *)a, alen);
 	s->bound = NULL;	/* consumed, success or not */
@@ -768,13 +772,16 @@ SDP_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	struct sockaddr_storage a;
 	struct sdp_conn *c = NULL;
 	socklen_t alen;
-	int r;
+	int r, nonblock;
 
 	if (!s) {
 		sdp_real_init();
 		return sdp_real.connect(fd, sa, len);
 	}
 	sdp_cancel_enter();	/* base/cancel.h */
+	/* Read once: a connect that lists its connection with the progress
+	 * thread only when its own wait ends must make that wait. */
+	nonblock = atomic_load(&s->nonblock);
 	/* The choice of transport is made once, on an unconnected socket: a
 	 * connect() on one that is connecting or connected only reports
 	 * (EALREADY, EISCONN), as the kernel's does, whatever the switch has
@@ -810,7 +817,7 @@ SDP_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		pthread_mutex_unlock(&c->lock);
 		c = NULL;
 	} else {
-		r = sock_connect_start(s, &a, alen);
+		r = sock_connect_start(s, &a, alen, !nonblock);
 		if (r == 0) {
 			c = s->conn;
 			sdp_conn_get(c);
@@ -825,7 +832,7 @@ SDP_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	}
 	if (r < 0 || !c)
 		goto out;
-	if (atomic_load(&s->nonblock)) {
+	if (nonblock) {
 		pthread_mutex_lock(&c->lock);
 		sdp_conn_progress_locked(c);
 		if (c->state == SDP_ST_ESTABLISHED)

@@ -167,6 +167,11 @@ static int dummy_event_fd(struct sdp_qp *qp)
 	return -EOPNOTSUPP;
 }
 
+static int dummy_answer_fd(struct sdp_qp *qp)
+{
+	return -1;	/* the caller hands the QP to the progress thread */
+}
+
 static int dummy_req_notify(struct sdp_qp *qp)
 {
 	return -EOPNOTSUPP;
@@ -230,6 +235,7 @@ void sdp_transport_fill_defaults(struct sdp_transport_ops *ops)
 	FILL(event_fd);
 	FILL(req_notify);
 	FILL(ack_events);
+	FILL(answer_fd);
 }
 
 /* Keep in the order of enum sdp_wc_status. */

@@ -417,6 +417,12 @@ struct sdp_transport_ops {
 	int (*event_fd)(struct sdp_qp *qp);
 	int (*req_notify)(struct sdp_qp *qp);
 	void (*ack_events)(struct sdp_qp *qp);
+	/* While connect()'s answer is awaited: a descriptor that becomes
+	 * readable when the answer (or the listener's hang-up) is there to
+	 * take with get_event(), for a caller that sleeps on it itself
+	 * instead of handing the QP to the progress thread first; -1 if the
+	 * provider has none. */
+	int (*answer_fd)(struct sdp_qp *qp);
 
 	/* Optional capability: the peer wakes the application directly
 	 * (struct sdp_app_wake_ops below); NULL where the provider cannot. */

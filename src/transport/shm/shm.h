@@ -563,6 +563,8 @@ uint32_t sdp__shm_wait_seq(struct sdp_qp *qp);
 int sdp__shm_wait(struct sdp_qp *qp, uint32_t seq, int timeout_ms);
 void sdp__shm_kick(struct sdp_qp *qp);
 int sdp__shm_event_fd(struct sdp_qp *qp);
+/* The rendezvous socket, while the answer to our Hello is awaited. */
+int sdp__shm_answer_fd(struct sdp_qp *qp);
 /* `sock` is the QP's event descriptor (on) or no longer (off). */
 void sdp__shm_sock_watch(struct shm_qp *qp);
 int sdp__shm_share_prepare(struct sdp_qp *qp);

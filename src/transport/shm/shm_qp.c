@@ -907,6 +907,7 @@ const struct sdp_transport_ops sdp__shm_ops = {
 	.event_fd = sdp__shm_event_fd,
 	.req_notify = sdp__shm_req_notify,
 	.ack_events = sdp__shm_ack_events,
+	.answer_fd = sdp__shm_answer_fd,
 	/* An RDMA in flight is a copy the peer makes in the kernel: no
 	 * completion to poll for. */
 	.wait_rdma = sdp_tp_wait_rdma_plain,

@@ -290,6 +290,13 @@ int sdp__shm_event_fd(struct sdp_qp *sq)
 	return atomic_load(&qp->sock_in_ep) ? qp->sock : -1;
 }
 
+int sdp__shm_answer_fd(struct sdp_qp *sq)
+{
+	struct shm_qp *qp = SHM_QP(sq);
+
+	return atomic_load(&qp->state) == SHM_CONNECTING ? qp->sock : -1;
+}
+
 static bool work_pending(struct shm_qp *qp)
 {
 	bool err, watched;

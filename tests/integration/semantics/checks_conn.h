@@ -273,6 +273,93 @@ static int t_names(void)
 	return 0;
 }
 
+/*
+ * A blocking connect() to a listener on this host is answered by waking
+ * the caller alone: none of the process's other threads (its progress
+ * thread) wakes for the answer.  The listener's process is stopped until
+ * the connect is surely asleep, so the answer cannot come before the wait.
+ */
+static int t_blocking_connect_wakes_caller_alone(void)
+{
+	int ready[2], go[2], c0, c1;
+	uint16_t port = 0;
+	char b;
+
+	if (expected_transport() == 0 || expected_transport() == 3 ||
+	    getenv("SDP_TEST_SERVER_ADDR"))
+		SKIP("shm only: the answer is a message on this host");
+	SYS(pipe(ready));
+	SYS(pipe(go));
+	pid_t srv = fork();
+	if (srv == 0) {
+		close(go[1]);
+		int l = t_listen(g_domain, g_af, &port, 8);
+		if (l < 0 || write(ready[1], &port, sizeof port) != sizeof port)
+			_exit(1);
+		int a0 = accept(l, NULL, NULL);
+		int a1 = accept(l, NULL, NULL);
+		/* Until the client is done: its end of `go` closes. */
+		while (read(go[0], &b, 1) > 0)
+			;
+		_exit(a0 < 0 || a1 < 0);
+	}
+	SYS(srv);
+	close(ready[1]);
+	CHECK(read(ready[0], &port, sizeof port) == sizeof port, "the listener's port");
+	sockaddr_any a;
+	socklen_t len = make_loopback(&a, g_af, port);
+	/* A first connection starts the progress thread. */
+	NEWSOCK(c0);
+	SYS(connect(c0, &a.sa, len));
+	if (fd_transport(c0) != 1) {
+		kill(srv, SIGKILL);
+		waitpid(srv, NULL, 0);
+		SKIP("the connection is not over shm");
+	}
+	/* Then quiet: no thread of ours woke for 100 ms. */
+	long before = others_switches(my_tid(), 0);
+	for (int i = 0; i < 50; i++) {
+		msleep_poll(100);
+		long now = others_switches(my_tid(), 0);
+		if (now == before)
+			break;
+		before = now;
+	}
+	SYS(kill(srv, SIGSTOP));
+	SYS(waitpid(srv, NULL, WUNTRACED));
+	pid_t waker = fork();
+	if (waker == 0) {
+		msleep_poll(200);	/* connect() is asleep by then */
+		kill(srv, SIGCONT);
+		_exit(0);
+	}
+	SYS(waker);
+	before = others_switches(my_tid(), 0);
+	NEWSOCK(c1);
+	int rc = connect(c1, &a.sa, len);
+	int e = errno;
+	/* A thread's switch counts when it sleeps again: let any that woke
+	 * do so. */
+	long after = others_switches(my_tid(), 0);
+	for (int i = 0; i < 20; i++) {
+		msleep_poll(50);
+		long now = others_switches(my_tid(), 0);
+		if (now == after)
+			break;
+		after = now;
+	}
+	waitpid(waker, NULL, 0);
+	close(go[1]);
+	close(c0);
+	close(c1);
+	waitpid(srv, NULL, 0);
+	CHECK(rc == 0, "connect to a stopped, then continued listener: %s", strerror(e));
+	CHECK(after == before,
+	      "the answer to a blocking connect woke other threads of the caller's process %ld times",
+	      after - before);
+	return 0;
+}
+
 static int t_nonblock_connect(void)
 {
 	uint16_t port;

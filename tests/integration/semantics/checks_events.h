@@ -601,36 +601,6 @@ static int t_first_wait_out_of_descriptors(void)
 	return 0;
 }
 
-/* Voluntary context switches of this process's threads other than the
- * two named: the library's own threads, in practice. */
-static long others_switches(pid_t a, pid_t b)
-{
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-	long sum = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d))) {
-		char path[300], line[128];
-		pid_t tid = (pid_t)atoi(e->d_name);
-		FILE *f;
-
-		if (tid <= 0 || tid == a || tid == b)
-			continue;
-		snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		while (fgets(line, sizeof line, f))
-			if (!strncmp(line, "voluntary_ctxt_switches:", 24))
-				sum += atol(line + 24);
-		fclose(f);
-	}
-	closedir(d);
-	return sum;
-}
-
 struct pp_echo {
 	int fd, n;
 	pid_t tid;
