@@ -298,19 +298,8 @@ static long tids_switches(const pid_t *tids, int n)
 {
 	long sum = 0;
 
-	for (int i = 0; i < n; i++) {
-		char path[64], line[128];
-		FILE *f;
-
-		snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tids[i]);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		while (fgets(line, sizeof line, f))
-			if (!strncmp(line, "voluntary_ctxt_switches:", 24))
-				sum += atol(line + 24);
-		fclose(f);
-	}
+	for (int i = 0; i < n; i++)
+		sum += task_switches(tids[i]);
 	return sum;
 }
 

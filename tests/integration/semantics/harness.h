@@ -67,8 +67,27 @@ static int thread_waits_in(pid_t tid, const char *fn)
 	return strstr(w, fn) != NULL;
 }
 
-/* Voluntary context switches of this process's threads other than the
- * two named: the library's own threads, in practice. */
+/* Voluntary context switches of thread `tid` of this process (0 if it
+ * ended): each is a sleep that something woke. */
+static long task_switches(pid_t tid)
+{
+	char path[64], line[128];
+	long n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof line, f))
+		if (!strncmp(line, "voluntary_ctxt_switches:", 24))
+			n = atol(line + 24);
+	fclose(f);
+	return n;
+}
+
+/* The same, summed over this process's threads other than the two named:
+ * the library's own threads, in practice. */
 static long others_switches(pid_t a, pid_t b)
 {
 	DIR *d = opendir("/proc/self/task");
@@ -78,20 +97,10 @@ static long others_switches(pid_t a, pid_t b)
 	if (!d)
 		return -1;
 	while ((e = readdir(d))) {
-		char path[300], line[128];
 		pid_t tid = (pid_t)atoi(e->d_name);
-		FILE *f;
 
-		if (tid <= 0 || tid == a || tid == b)
-			continue;
-		snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		while (fgets(line, sizeof line, f))
-			if (!strncmp(line, "voluntary_ctxt_switches:", 24))
-				sum += atol(line + 24);
-		fclose(f);
+		if (tid > 0 && tid != a && tid != b)
+			sum += task_switches(tid);
 	}
 	closedir(d);
 	return sum;
