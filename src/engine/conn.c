@@ -825,8 +825,9 @@ int sdp_conn_take_err_locked(struct sdp_conn *c)
 /* Hand an unlisted active open to the progress thread once its wait ends:
  * an attempt still under way gets its deadline there.  One that failed
  * has nothing left to progress: it stays off the list, and its close frees
- * it. */
-static void conn_list(struct sdp_conn *c)
+ * it.  0, or -errno if the progress thread cannot take it (the connection
+ * is reset then). */
+static int conn_list(struct sdp_conn *c)
 {
 	int r;
 
@@ -834,19 +835,18 @@ static void conn_list(struct sdp_conn *c)
 	if (!c->unlisted || c->state == SDP_ST_RESET) {
 		c->unlisted = 0;
 		pthread_mutex_unlock(&c->lock);
-		return;
+		return 0;
 	}
 	c->unlisted = 0;
 	pthread_mutex_unlock(&c->lock);
 	r = sdp_progress_add_conn(c);
 	pthread_mutex_lock(&c->lock);
-	if (r < 0 && c->state != SDP_ST_RESET) {
-		c->so_error = r;
+	if (r < 0 && c->state != SDP_ST_RESET)
 		sdp_conn_reset_locked(c, r, SDP_REASON_TRANSPORT);
-	} else if (r == 0 && c->state == SDP_ST_CONNECTING) {
+	else if (r == 0 && c->state == SDP_ST_CONNECTING)
 		sdp_progress_arm_timer_at(c, c->connect_deadline_ns);
-	}
 	pthread_mutex_unlock(&c->lock);
+	return r;
 }
 
 /* A blocking connect's sleep on the answer, in slices (below). */
@@ -856,13 +856,12 @@ static void conn_list(struct sdp_conn *c)
  * -EINTR for a signal or a cancel.  No thread but this one watches the
  * answer's descriptor.  The sleep is sliced so that a pthread_cancel,
  * which cannot wake a poll(), acts within a slice. */
-static int conn_wait_answer(struct sdp_conn *c, int fd, int ms)
+static int conn_wait_answer(int fd, int ms)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
 	int slice = ms < 0 || ms > SDP_ANSWER_SLICE_MS ? SDP_ANSWER_SLICE_MS :
 		    ms;
 
-	(void)c;
 	if (sdp_cancel_actionable())
 		return -EINTR;
 	if (sdp_real.poll(&p, 1, slice) < 0 && errno == EINTR)
@@ -875,12 +874,12 @@ int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms)
 	uint64_t deadline = timeout_ms >= 0 ?
 		sdp_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
 	uint32_t seq;
-	int r, tmo;
+	int r, tmo, listed;
 
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
 		uint64_t now, until;
-		int afd;
+		int afd, unlisted;
 
 		seq = SDP_TP(c->qp)->wait_seq(c->qp);
 		sdp_conn_progress_locked(c);
@@ -902,9 +901,16 @@ int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms)
 		if (c->unlisted && (!until || c->connect_deadline_ns < until))
 			until = c->connect_deadline_ns;
 		tmo = until ? (int)((until - now) / 1000000ull) + 1 : -1;
-		afd = c->unlisted ? SDP_TP(c->qp)->answer_fd(c->qp) : -1;
+		unlisted = c->unlisted;
+		afd = unlisted ? SDP_TP(c->qp)->answer_fd(c->qp) : -1;
 		pthread_mutex_unlock(&c->lock);
-		r = afd >= 0 ? conn_wait_answer(c, afd, tmo) :
+		if (unlisted && afd < 0) {
+			/* Nothing to sleep on: the progress thread's wait. */
+			conn_list(c);
+			pthread_mutex_lock(&c->lock);
+			continue;
+		}
+		r = afd >= 0 ? conn_wait_answer(afd, tmo) :
 			       SDP_TP(c->qp)->wait(c->qp, seq, tmo);
 		pthread_mutex_lock(&c->lock);
 		if (r == -EINTR) {
@@ -917,8 +923,8 @@ int sdp_conn_wait_connected(struct sdp_conn *c, int timeout_ms)
 	if (r)
 		c->so_error = 0;	/* reported by connect() itself */
 	pthread_mutex_unlock(&c->lock);
-	conn_list(c);
-	return r;
+	listed = conn_list(c);
+	return listed < 0 ? listed : r;
 }
 
 int sdp_conn_shutdown(struct sdp_conn *c, int how)
