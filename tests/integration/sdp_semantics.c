@@ -123,6 +123,7 @@ static const struct {
 	{ "getsockname_getpeername", t_names },
 	{ "nonblocking_connect", t_nonblock_connect },
 	{ "blocking_connect_wakes_caller_alone", t_blocking_connect_wakes_caller_alone },
+	{ "blocking_connect_interrupted", t_blocking_connect_interrupted },
 	{ "connect_again_after_change", t_connect_again_after_change },
 	{ "nonblocking_recv_eagain", t_nonblock_recv },
 	{ "msg_peek", t_msg_peek },

@@ -303,6 +303,48 @@ static long tids_switches(const pid_t *tids, int n)
 	return sum;
 }
 
+/* A listener in a child process: its pid, and *port.  It takes
+ * connections one at a time, echoes one byte on each, and exits once go[1]
+ * (ours) is closed.  The listener's progress thread answers a connect
+ * whatever the child is doing.  -1 on failure. */
+static pid_t listener_child(uint16_t *port, int go[2])
+{
+	int ready[2];
+	char b;
+
+	if (pipe(ready) < 0 || pipe(go) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(go[1]);
+		close(ready[0]);
+		int l = t_listen(g_domain, g_af, port, 8);
+		if (l < 0 || write(ready[1], port, sizeof *port) != sizeof *port)
+			_exit(1);
+		for (;;) {
+			struct pollfd p[2] = { { l, POLLIN, 0 }, { go[0], POLLIN, 0 } };
+			if (poll(p, 2, -1) < 0 || p[1].revents)
+				_exit(0);
+			int a = accept(l, NULL, NULL);
+			if (a < 0)
+				_exit(1);
+			p[0].fd = a;
+			if (poll(p, 2, -1) < 0 || p[1].revents)
+				_exit(0);
+			if (read(a, &b, 1) == 1 && write(a, &b, 1) != 1)
+				_exit(1);
+		}
+	}
+	close(ready[1]);
+	close(go[0]);
+	if (pid < 0 || read(ready[0], port, sizeof *port) != sizeof *port) {
+		close(ready[0]);
+		return -1;
+	}
+	close(ready[0]);
+	return pid;
+}
+
 /*
  * A blocking connect() to a listener on this host is answered by waking
  * the caller alone: the process's progress thread does not wake for the
@@ -311,32 +353,14 @@ static long tids_switches(const pid_t *tids, int n)
  */
 static int t_blocking_connect_wakes_caller_alone(void)
 {
-	int ready[2], go[2], c0, c1;
+	int go[2], c0, c1;
 	uint16_t port = 0;
-	char b;
 
 	if (expected_transport() == 0 || expected_transport() == 3 ||
 	    getenv("SDP_TEST_SERVER_ADDR"))
 		SKIP("shm only: the answer is a message on this host");
-	SYS(pipe(ready));
-	SYS(pipe(go));
-	pid_t srv = fork();
-	if (srv == 0) {
-		close(go[1]);
-		int l = t_listen(g_domain, g_af, &port, 8);
-		if (l < 0 || write(ready[1], &port, sizeof port) != sizeof port)
-			_exit(1);
-		int a0 = accept(l, NULL, NULL);
-		int a1 = accept(l, NULL, NULL);
-		/* Until the client is done: its end of `go` closes. */
-		while (read(go[0], &b, 1) > 0)
-			;
-		_exit(a0 < 0 || a1 < 0);
-	}
-	SYS(srv);
-	close(ready[1]);
-	CHECK(read(ready[0], &port, sizeof port) == sizeof port, "the listener's port");
-	close(ready[0]);
+	pid_t srv = listener_child(&port, go);
+	CHECK(srv > 0, "a listener in a process of its own");
 	sockaddr_any a;
 	socklen_t len = make_loopback(&a, g_af, port);
 	/* A first connection starts the progress thread. */
@@ -393,6 +417,66 @@ static int t_blocking_connect_wakes_caller_alone(void)
 	CHECK(after == before,
 	      "the answer to a blocking connect woke the progress thread %ld times",
 	      after - before);
+	return 0;
+}
+
+static void *usr1_later(void *arg)
+{
+	msleep_poll(200);	/* connect() is asleep by then */
+	pthread_kill(*(pthread_t *)arg, SIGUSR1);
+	return NULL;
+}
+
+/*
+ * A signal interrupts a blocking connect() as it does TCP's: EINTR, the
+ * attempt goes on, and the socket becomes writable once the listener
+ * answers (SO_ERROR 0), with bytes both ways.
+ */
+static int t_blocking_connect_interrupted(void)
+{
+	int go[2], c;
+	uint16_t port = 0;
+	pthread_t me = pthread_self(), th;
+	struct sigaction sa = { .sa_handler = on_sigusr1 }, old;
+	char b = 'i';
+
+	if (expected_transport() == 0)
+		SKIP("kernel TCP answers for a stopped listener itself");
+	if (getenv("SDP_TEST_SERVER_ADDR"))
+		SKIP("needs the listener on this host");
+	pid_t srv = listener_child(&port, go);
+	CHECK(srv > 0, "a listener in a process of its own");
+	sockaddr_any a;
+	socklen_t len = make_loopback(&a, g_af, port);
+	SYS(kill(srv, SIGSTOP));
+	SYS(waitpid(srv, NULL, WUNTRACED));
+	SYS(sigaction(SIGUSR1, &sa, &old));	/* no SA_RESTART */
+	NEWSOCK(c);
+	CHECK(pthread_create(&th, NULL, usr1_later, &me) == 0, "pthread_create");
+	int rc = connect(c, &a.sa, len);
+	int e = errno;
+	pthread_join(th, NULL);
+	sigaction(SIGUSR1, &old, NULL);
+	kill(srv, SIGCONT);
+	CHECK(rc < 0 && e == EINTR,
+	      "connect to a stopped listener, interrupted: returned %d (%s), not EINTR",
+	      rc, rc < 0 ? strerror(e) : "success");
+	struct pollfd p = { c, POLLOUT, 0 };
+	CHECK(poll(&p, 1, 5000) == 1 && (p.revents & POLLOUT),
+	      "the interrupted attempt did not complete once the listener ran (revents 0x%x)",
+	      p.revents);
+	int err = -1;
+	socklen_t el = sizeof err;
+	SYS(getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &el));
+	CHECK(err == 0, "SO_ERROR %d (%s) after the interrupted connect", err, strerror(err));
+	EXPECT_ERR(connect(c, &a.sa, len), EISCONN);
+	WRITEN(c, &b, 1);
+	b = 0;
+	READN(c, &b, 1);
+	CHECK(b == 'i', "echo: read %c, not i", b);
+	close(go[1]);
+	close(c);
+	waitpid(srv, NULL, 0);
 	return 0;
 }
 
