@@ -107,6 +107,9 @@ struct shm_pending {
 	int sock;
 	uint64_t deadline_ms;
 	bool ready;		/* epoll said readable, or not asked yet */
+	bool watched;		/* in an epoll set of the listener's: not
+				 * until a read finds no Hello yet, which
+				 * usually comes with the connection */
 	bool retried;		/* answered RETRY once (shm_keep.c) */
 	struct shm_pending *next;
 };
@@ -800,7 +803,8 @@ static void pending_drop(struct shm_listener *l, struct shm_pending **pp)
 {
 	struct shm_pending *p = *pp;
 
-	pending_unwatch(l, p->sock);
+	if (p->watched)
+		pending_unwatch(l, p->sock);
 	sdp_close(p->sock);
 	*pp = p->next;
 	free(p);
@@ -812,7 +816,6 @@ static void accept_pending(struct shm_listener *l)
 	uint64_t deadline = sdp__shm_now_ms() + SHM_PENDING_TMO_MS;
 
 	for (;;) {
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 		struct shm_pending *p;
 		int s = sdp_fd_high(sdp_real.accept4(l->sock, NULL, NULL,
 						     SOCK_NONBLOCK |
@@ -823,10 +826,10 @@ static void accept_pending(struct shm_listener *l)
 				continue;
 			return;
 		}
+		/* Watched only once a read finds no Hello (pending_scan,
+		 * which reads every new one at once). */
 		p = l->npending < SHM_MAX_PENDING ? calloc(1, sizeof(*p)) : NULL;
-		ev.data.ptr = p;
-		if (!p || sdp_real.epoll_ctl(l->epfd, EPOLL_CTL_ADD, s, &ev)) {
-			free(p);
+		if (!p) {
 			sdp_close(s);
 			continue;
 		}
@@ -843,8 +846,10 @@ void sdp__shm_pending_watch(struct shm_listener *l, int ep)
 {
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 
-	for (struct shm_pending *p = l->pending; p; p = p->next)
+	for (struct shm_pending *p = l->pending; p; p = p->next) {
 		sdp_real.epoll_ctl(ep, EPOLL_CTL_ADD, p->sock, &ev);
+		p->watched = true;
+	}
 }
 
 void sdp__shm_pending_park(struct shm_listener *l, int sock, bool retried,
@@ -870,6 +875,7 @@ void sdp__shm_pending_park(struct shm_listener *l, int sock, bool retried,
 	p->sock = sock;
 	p->deadline_ms = sdp__shm_now_ms() + SHM_PENDING_TMO_MS;
 	p->ready = true;
+	p->watched = l->share_ep >= 0;
 	p->retried = retried;
 	p->next = l->pending;
 	l->pending = p;
@@ -947,6 +953,22 @@ err_free:
 
 /* A pending connection whose Hello arrived, as a request; -EAGAIN if none.
  * Silent clients are dropped once their deadline passed. */
+/* A pending connection whose Hello has not come: its Hello, or its
+ * hang-up, makes the listener's epoll set readable from now on (added
+ * readable, it is reported at once).  False if it cannot be watched. */
+static bool pending_watch_one(struct shm_listener *l, struct shm_pending *p)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP,
+				  .data.ptr = p };
+
+	if (p->watched || l->epfd < 0)
+		return true;
+	if (sdp_real.epoll_ctl(l->epfd, EPOLL_CTL_ADD, p->sock, &ev))
+		return false;
+	p->watched = true;
+	return true;
+}
+
 int sdp__shm_pending_scan(struct shm_listener *l, struct sdp_conn_req **out,
 			  void *priv, uint32_t *priv_len)
 {
@@ -970,7 +992,7 @@ int sdp__shm_pending_scan(struct shm_listener *l, struct sdp_conn_req **out,
 						NULL);
 		if (err == -EAGAIN) {
 			p->ready = false;
-			if (now >= p->deadline_ms)
+			if (now >= p->deadline_ms || !pending_watch_one(l, p))
 				pending_drop(l, pp);
 			else
 				pp = &p->next;
@@ -982,9 +1004,11 @@ int sdp__shm_pending_scan(struct shm_listener *l, struct sdp_conn_req **out,
 			err = sdp__shm_request_build(l, p->sock, &h, &r);
 		if (h.memfd >= 0)
 			sdp_close(h.memfd);
+		/* Answered RETRY: the Hello sent again makes the set
+		 * readable. */
 		if (err == -ESTALE && !p->retried &&
 		    !sdp__shm_send_msg(p->sock, SHM_MSG_RETRY, NULL, NULL,
-				       NULL, 0)) {
+				       NULL, 0) && pending_watch_one(l, p)) {
 			p->retried = true;
 			pp = &p->next;
 			continue;
@@ -994,7 +1018,8 @@ int sdp__shm_pending_scan(struct shm_listener *l, struct sdp_conn_req **out,
 			continue;
 		}
 		/* The request owns the socket now. */
-		pending_unwatch(l, p->sock);
+		if (p->watched)
+			pending_unwatch(l, p->sock);
 		*pp = p->next;
 		free(p);
 		l->npending--;
