@@ -951,8 +951,6 @@ err_free:
 	return err;
 }
 
-/* A pending connection whose Hello arrived, as a request; -EAGAIN if none.
- * Silent clients are dropped once their deadline passed. */
 /* A pending connection whose Hello has not come: its Hello, or its
  * hang-up, makes the listener's epoll set readable from now on (added
  * readable, it is reported at once).  False if it cannot be watched. */
@@ -969,6 +967,8 @@ static bool pending_watch_one(struct shm_listener *l, struct shm_pending *p)
 	return true;
 }
 
+/* A pending connection whose Hello arrived, as a request; -EAGAIN if none.
+ * Silent clients are dropped once their deadline passed. */
 int sdp__shm_pending_scan(struct shm_listener *l, struct sdp_conn_req **out,
 			  void *priv, uint32_t *priv_len)
 {
