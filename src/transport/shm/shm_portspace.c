@@ -789,22 +789,22 @@ int sdp__shm_listener_fd(struct sdp_listener *sl)
 	return l->epfd >= 0 ? l->epfd : -EINVAL;
 }
 
-/* The epoll set a pending connection is in: the listener's own, or once
- * shared the family's (shm_share.c). */
-static void pending_unwatch(struct shm_listener *l, int sock)
+/* A pending connection out of the epoll set it was put in, if any: the
+ * listener's own, or once shared the family's (shm_share.c). */
+static void pending_unwatch(struct shm_listener *l,
+			    const struct shm_pending *p)
 {
 	int ep = l->epfd >= 0 ? l->epfd : l->share_ep;
 
-	if (ep >= 0)
-		sdp_real.epoll_ctl(ep, EPOLL_CTL_DEL, sock, NULL);
+	if (p->watched && ep >= 0)
+		sdp_real.epoll_ctl(ep, EPOLL_CTL_DEL, p->sock, NULL);
 }
 
 static void pending_drop(struct shm_listener *l, struct shm_pending **pp)
 {
 	struct shm_pending *p = *pp;
 
-	if (p->watched)
-		pending_unwatch(l, p->sock);
+	pending_unwatch(l, p);
 	sdp_close(p->sock);
 	*pp = p->next;
 	free(p);
@@ -1018,8 +1018,7 @@ int sdp__shm_pending_scan(struct shm_listener *l, struct sdp_conn_req **out,
 			continue;
 		}
 		/* The request owns the socket now. */
-		if (p->watched)
-			pending_unwatch(l, p->sock);
+		pending_unwatch(l, p);
 		*pp = p->next;
 		free(p);
 		l->npending--;

@@ -293,14 +293,44 @@ static int epoll_sleepers(pid_t *tids, int max)
 	return n;
 }
 
-/* Voluntary context switches of the threads named. */
-static long tids_switches(const pid_t *tids, int n)
+/* Voluntary context switches of the threads named, once none has slept
+ * again for `ms` (at most `looks` looks): a thread's switch counts when it
+ * sleeps again, after whatever woke it. */
+static long settled_switches(const pid_t *tids, int n, int ms, int looks)
 {
-	long sum = 0;
+	long was = -1;
 
-	for (int i = 0; i < n; i++)
-		sum += task_switches(tids[i]);
-	return sum;
+	for (int i = 0; i < looks; i++) {
+		long sum = 0;
+
+		for (int k = 0; k < n; k++)
+			sum += task_switches(tids[k]);
+		if (sum == was)
+			break;
+		was = sum;
+		msleep_poll(ms);
+	}
+	return was;
+}
+
+/* Signal `sig` 200 ms from now (a blocking call is asleep by then) to
+ * process `pid`, or with pid 0 to thread `th`. */
+struct later_signal {
+	pid_t pid;
+	pthread_t th;
+	int sig;
+};
+
+static void *signal_later(void *arg)
+{
+	const struct later_signal *l = arg;
+
+	msleep_poll(200);
+	if (l->pid)
+		kill(l->pid, l->sig);
+	else
+		pthread_kill(l->th, l->sig);
+	return NULL;
 }
 
 /* A listener in a child process: its pid, and *port.  It takes
@@ -371,44 +401,24 @@ static int t_blocking_connect_wakes_caller_alone(void)
 		waitpid(srv, NULL, 0);
 		SKIP("the connection is not over shm");
 	}
-	/* Then quiet: no thread of ours woke for 100 ms.  The threads
-	 * watched are those asleep in epoll_wait then. */
+	/* Then quiet: the threads asleep in epoll_wait (the progress
+	 * thread) did not wake for 100 ms. */
 	pid_t tids[16];
 	int ntids = 0;
-	long before = -1;
-	for (int i = 0; i < 50; i++) {
+	for (int i = 0; i < 50 && !(ntids = epoll_sleepers(tids, 16)); i++)
 		msleep_poll(100);
-		ntids = epoll_sleepers(tids, 16);
-		long now = tids_switches(tids, ntids);
-		if (ntids && now == before)
-			break;
-		before = now;
-	}
 	CHECK(ntids > 0, "no thread of this process sleeps in epoll_wait: no progress thread?");
+	long before = settled_switches(tids, ntids, 100, 50);
 	SYS(kill(srv, SIGSTOP));
 	SYS(waitpid(srv, NULL, WUNTRACED));
-	pid_t waker = fork();
-	if (waker == 0) {
-		msleep_poll(200);	/* connect() is asleep by then */
-		kill(srv, SIGCONT);
-		_exit(0);
-	}
-	SYS(waker);
-	before = tids_switches(tids, ntids);
+	struct later_signal cont = { .pid = srv, .sig = SIGCONT };
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, signal_later, &cont) == 0, "pthread_create");
 	NEWSOCK(c1);
 	int rc = connect(c1, &a.sa, len);
 	int e = errno;
-	/* A thread's switch counts when it sleeps again: let any that woke
-	 * do so. */
-	long after = tids_switches(tids, ntids);
-	for (int i = 0; i < 20; i++) {
-		msleep_poll(50);
-		long now = tids_switches(tids, ntids);
-		if (now == after)
-			break;
-		after = now;
-	}
-	waitpid(waker, NULL, 0);
+	long after = settled_switches(tids, ntids, 50, 20);
+	pthread_join(th, NULL);
 	close(go[1]);
 	close(c0);
 	close(c1);
@@ -420,13 +430,6 @@ static int t_blocking_connect_wakes_caller_alone(void)
 	return 0;
 }
 
-static void *usr1_later(void *arg)
-{
-	msleep_poll(200);	/* connect() is asleep by then */
-	pthread_kill(*(pthread_t *)arg, SIGUSR1);
-	return NULL;
-}
-
 /*
  * A signal interrupts a blocking connect() as it does TCP's: EINTR, the
  * attempt goes on, and the socket becomes writable once the listener
@@ -436,8 +439,9 @@ static int t_blocking_connect_interrupted(void)
 {
 	int go[2], c;
 	uint16_t port = 0;
-	pthread_t me = pthread_self(), th;
+	struct later_signal usr1 = { .th = pthread_self(), .sig = SIGUSR1 };
 	struct sigaction sa = { .sa_handler = on_sigusr1 }, old;
+	pthread_t th;
 	char b = 'i';
 
 	if (expected_transport() == 0)
@@ -452,7 +456,7 @@ static int t_blocking_connect_interrupted(void)
 	SYS(waitpid(srv, NULL, WUNTRACED));
 	SYS(sigaction(SIGUSR1, &sa, &old));	/* no SA_RESTART */
 	NEWSOCK(c);
-	CHECK(pthread_create(&th, NULL, usr1_later, &me) == 0, "pthread_create");
+	CHECK(pthread_create(&th, NULL, signal_later, &usr1) == 0, "pthread_create");
 	int rc = connect(c, &a.sa, len);
 	int e = errno;
 	pthread_join(th, NULL);
